@@ -1,0 +1,86 @@
+"""`icesink` command line. `icesink run --config FILE` is also what spark-submit runs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from icesink import __version__
+from icesink.config import load_config
+from icesink.errors import IcesinkError
+
+log = logging.getLogger("icesink")
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    from icesink.job import Job  # pyspark loads only for commands that need it
+    from icesink.session import build_session
+
+    spark = build_session(config)
+    job = Job(spark, config)
+    try:
+        job.run()
+    except Exception as e:
+        cause = job.handler.failure
+        if isinstance(cause, IcesinkError):
+            raise cause from None
+        raise IcesinkError(f"streaming query {config.job.name!r} failed: {cause or e}") from None
+    return 0
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    from icesink.session import build_session
+
+    spark = build_session(config)
+    try:
+        for statement in args.statements:
+            print(f"> {statement}")
+            spark.sql(statement).show(n=args.rows, truncate=args.truncate, vertical=args.vertical)
+    finally:
+        spark.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="icesink", description="Kafka topics into Apache Iceberg tables, exactly once."
+    )
+    parser.add_argument("--version", action="version", version=f"icesink {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the streaming job")
+    run.add_argument(
+        "--config", "-c", required=True, help="YAML config file (ICESINK__SECTION__KEY overrides)"
+    )
+    run.set_defaults(func=_cmd_run)
+    sql = sub.add_parser("sql", help="run Spark SQL statements against the job's catalog and print the results")
+    sql.add_argument("--config", "-c", required=True, help="YAML config file (the job's)")
+    sql.add_argument("--rows", type=int, default=20, help="rows to show per statement")
+    sql.add_argument("--truncate", type=int, default=60, help="truncate cells to this many characters (0: never)")
+    sql.add_argument("--vertical", action="store_true", help="one line per column")
+    sql.add_argument("statements", nargs="+", help="e.g. \"SELECT count(*) FROM icesink.demo.events\"")
+    sql.set_defaults(func=_cmd_sql)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    _setup_logging(args.verbose)
+    try:
+        return int(args.func(args))
+    except IcesinkError as e:
+        print(f"icesink: error: {e}", file=sys.stderr)
+        return 1

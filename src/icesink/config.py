@@ -1,0 +1,223 @@
+"""The job's one typed configuration: a YAML file, overridden by ICESINK__SECTION__KEY variables.
+
+Loaded and validated once at start-up; every error names the key at fault. Secrets are
+`SecretStr`, so printing the config (or an error about it) never shows them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from icesink.errors import ConfigError
+
+ENV_PREFIX = "ICESINK__"
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TriggerMode(StrEnum):
+    AVAILABLE_NOW = "available-now"
+    PROCESSING_TIME = "processing-time"
+
+
+class TriggerConfig(_Section):
+    mode: TriggerMode = Field(
+        TriggerMode.PROCESSING_TIME,
+        description="available-now drains what is there and stops; processing-time runs forever",
+    )
+    interval: str = Field("10 seconds", description="micro-batch interval of the processing-time trigger")
+
+
+class JobConfig(_Section):
+    name: str = Field("icesink", description="Spark application and streaming query name")
+    checkpoint_location: str = Field(
+        description="Spark checkpoint folder (local path or URI); the tables stay the source of truth"
+    )
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig)  # type: ignore[arg-type]
+
+    @field_validator("checkpoint_location")
+    @classmethod
+    def _expand(cls, v: str) -> str:
+        return os.path.expanduser(v) if "://" not in v else v
+
+
+class KafkaConfig(_Section):
+    bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
+    subscribe_pattern: str = Field(description="Java regex of the topics to read (subscribePattern)")
+    starting_offsets: str = Field(
+        "earliest", description="earliest, latest or a JSON offsets spec, for a new checkpoint"
+    )
+    max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
+    fail_on_data_loss: bool = Field(
+        True, description="fail when offsets were aged out or a topic was deleted"
+    )
+    isolation_level: str = Field("read_committed", description="read_committed skips aborted transactions")
+    metadata_max_age_ms: int = Field(
+        30000, ge=1000, description="how often new topics matching the pattern are discovered"
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra source options, e.g. kafka.security.protocol, kafka.sasl.jaas.config",
+    )
+
+    @field_validator("subscribe_pattern")
+    @classmethod
+    def _valid_regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a valid regular expression: {e}") from e
+        return v
+
+    @field_validator("options")
+    @classmethod
+    def _kafka_options(cls, v: dict[str, str]) -> dict[str, str]:
+        reserved = {"subscribe", "subscribePattern", "assign", "kafka.bootstrap.servers"}
+        bad = sorted(k for k in v if k in reserved)
+        if bad:
+            raise ValueError(f"set {', '.join(bad)} through the kafka section's own keys")
+        return {k: str(x) for k, x in v.items()}
+
+
+class CatalogConfig(_Section):
+    name: str = Field("icesink", description="Spark catalog name the tables are registered under")
+    uri: str = Field(description="Iceberg REST catalog URI")
+    warehouse: str | None = Field(None, description="warehouse location or name passed to the REST catalog")
+    credential: SecretStr | None = Field(
+        None, description="OAuth2 client credential for the catalog, if it needs one"
+    )
+    properties: dict[str, str] = Field(default_factory=dict, description="extra Iceberg catalog properties")
+
+    @field_validator("name")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not _IDENTIFIER.match(v):
+            raise ValueError("must be a plain identifier")
+        return v
+
+
+class S3Config(_Section):
+    endpoint: str | None = Field(None, description="S3 endpoint URL (MinIO, versitygw); unset for AWS")
+    region: str = Field("us-east-1", description="S3 region")
+    path_style_access: bool = Field(True, description="path-style bucket addressing (needed by MinIO)")
+    access_key_id: SecretStr | None = Field(
+        None, description="access key; default: AWS_ACCESS_KEY_ID from the environment"
+    )
+    secret_access_key: SecretStr | None = Field(
+        None, description="secret key; default: AWS_SECRET_ACCESS_KEY from the environment"
+    )
+
+    def resolved_keys(self) -> tuple[str | None, str | None]:
+        access = (
+            self.access_key_id.get_secret_value()
+            if self.access_key_id
+            else os.environ.get("AWS_ACCESS_KEY_ID")
+        )
+        secret = (
+            self.secret_access_key.get_secret_value()
+            if self.secret_access_key
+            else os.environ.get("AWS_SECRET_ACCESS_KEY")
+        )
+        return access, secret
+
+
+class TablesConfig(_Section):
+    namespace: str = Field("default", description="namespace of the tables (created if missing)")
+    properties: dict[str, str] = Field(
+        default_factory=dict, description="table properties set when a table is created"
+    )
+    target_file_size_bytes: int = Field(
+        128 * 1024 * 1024, ge=1024 * 1024, description="roll data files at about this size"
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not all(_IDENTIFIER.match(p) for p in v.split(".")):
+            raise ValueError("must be dot-separated identifiers")
+        return v
+
+
+class SparkConfig(_Section):
+    master: str | None = Field(
+        None, description="Spark master when run as `icesink run` (spark-submit sets its own)"
+    )
+    jars_dir: str | None = Field(
+        None, description="folder of extra jars (scripts/stack jars); default: ICESINK_JARS_DIR"
+    )
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
+
+
+class Config(_Section):
+    job: JobConfig
+    kafka: KafkaConfig
+    catalog: CatalogConfig
+    s3: S3Config = Field(default_factory=S3Config)  # type: ignore[arg-type]
+    tables: TablesConfig = Field(default_factory=TablesConfig)  # type: ignore[arg-type]
+    spark: SparkConfig = Field(default_factory=SparkConfig)  # type: ignore[arg-type]
+
+
+def apply_env_overrides(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Return `raw` with every ICESINK__A__B=value applied as raw["a"]["b"] = yaml(value)."""
+    out: dict[str, Any] = {k: v for k, v in raw.items()}
+    for name, value in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
+        if not path:
+            continue
+        node = out
+        for part in path[:-1]:
+            child = node.get(part)
+            child = dict(child) if isinstance(child, dict) else {}
+            node[part] = child
+            node = child
+        try:
+            node[path[-1]] = yaml.safe_load(value) if value != "" else ""
+        except yaml.YAMLError:
+            node[path[-1]] = value
+    return out
+
+
+def _describe(e: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration ({source}):"]
+    for err in e.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "<root>"
+        lines.append(f"  {key}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def parse_config(raw: Any, source: str = "<dict>", environ: Mapping[str, str] | None = None) -> Config:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"invalid configuration ({source}): the top level must be a mapping")
+    merged = apply_env_overrides(raw, os.environ if environ is None else environ)
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, source)) from None
+
+
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+    return parse_config(raw, str(p), environ)

@@ -1,0 +1,27 @@
+"""The exceptions icesink raises. Each one names the topic, partition, offset or table at fault."""
+
+from __future__ import annotations
+
+
+class IcesinkError(Exception):
+    """Base class of every error icesink raises on purpose."""
+
+
+class ConfigError(IcesinkError):
+    """The configuration file or an override is invalid."""
+
+
+class RoutingError(IcesinkError):
+    """A topic cannot be mapped to a valid table name."""
+
+
+class DecodeError(IcesinkError):
+    """Records of a batch could not be decoded; the batch is not committed."""
+
+
+class CommitError(IcesinkError):
+    """A table commit was refused or its outcome contradicts the offsets we planned with."""
+
+
+class OffsetsError(IcesinkError):
+    """Offsets stored in a snapshot summary cannot be read."""

@@ -1,0 +1,29 @@
+"""Access to the driver JVM behind a classic SparkSession (py4j). Spark Connect has none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from icesink.errors import IcesinkError
+
+
+def jvm(spark: SparkSession) -> Any:
+    handle = getattr(spark, "_jvm", None)
+    if handle is None:
+        raise IcesinkError(
+            "icesink needs a classic SparkSession with a driver JVM; Spark Connect is not supported"
+        )
+    return handle
+
+
+def jsession(spark: SparkSession) -> Any:
+    return spark._jsparkSession
+
+
+def string_array(spark: SparkSession, items: list[str]) -> Any:
+    array = spark.sparkContext._gateway.new_array(jvm(spark).java.lang.String, len(items))  # type: ignore[union-attr]
+    for i, item in enumerate(items):
+        array[i] = item
+    return array

@@ -1,0 +1,85 @@
+"""The SparkSession the job runs in: Iceberg extensions, the REST catalog on S3, the extra jars."""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+from pyspark.sql import SparkSession
+
+from icesink.config import Config
+from icesink.errors import ConfigError
+
+JARS_ENV = "ICESINK_JARS_DIR"
+
+# Defaults sized for small clusters and the 2-core local stack; spark.conf in the config wins.
+_DEFAULTS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.extensions": "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def catalog_conf(config: Config) -> dict[str, str]:
+    """Spark settings that register the Iceberg REST catalog. Keys with secrets are redacted by Spark."""
+    prefix = f"spark.sql.catalog.{config.catalog.name}"
+    c = config.catalog
+    out = {
+        prefix: "org.apache.iceberg.spark.SparkCatalog",
+        f"{prefix}.type": "rest",
+        f"{prefix}.uri": c.uri,
+        f"{prefix}.io-impl": "org.apache.iceberg.aws.s3.S3FileIO",
+        f"{prefix}.client.region": config.s3.region,
+        f"{prefix}.s3.path-style-access": str(config.s3.path_style_access).lower(),
+        # Other clients (maintenance, a second job) change the tables: never serve stale metadata.
+        f"{prefix}.cache-enabled": "false",
+    }
+    if c.warehouse:
+        out[f"{prefix}.warehouse"] = c.warehouse
+    if c.credential:
+        out[f"{prefix}.credential"] = c.credential.get_secret_value()
+    if config.s3.endpoint:
+        out[f"{prefix}.s3.endpoint"] = config.s3.endpoint
+    access, secret = config.s3.resolved_keys()
+    if access and secret:
+        out[f"{prefix}.s3.access-key-id"] = access
+        out[f"{prefix}.s3.secret-access-key"] = secret
+    for k, v in c.properties.items():
+        out[f"{prefix}.{k}"] = v
+    return out
+
+
+def extra_jars(config: Config) -> list[str]:
+    folder = config.spark.jars_dir or os.environ.get(JARS_ENV)
+    if not folder:
+        return []
+    jars = sorted(glob.glob(os.path.join(os.path.expanduser(folder), "*.jar")))
+    if not jars:
+        raise ConfigError(f"spark.jars_dir: no jars in {folder} (run `scripts/stack jars`)")
+    return jars
+
+
+def session_conf(config: Config) -> dict[str, str]:
+    conf = dict(_DEFAULTS)
+    conf.update(catalog_conf(config))
+    jars = extra_jars(config)
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
+    conf.update(config.spark.conf)
+    return conf
+
+
+def build_session(config: Config) -> SparkSession:
+    # Python workers must import icesink: by default use the interpreter running this process.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(config.job.name)
+    if config.spark.master:
+        builder = builder.master(config.spark.master)
+    for k, v in session_conf(config).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

@@ -1,0 +1,146 @@
+"""Test-side helpers: a Kafka producer and admin, job configs, running the job, reading tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pyspark.sql import SparkSession
+
+from icesink import offsets as codec
+from icesink.config import Config, parse_config
+from tests.conftest import CATALOG_URI, KAFKA, S3_ENDPOINT
+
+REPO = Path(__file__).resolve().parents[2]
+CATALOG = "icesink"
+
+
+@dataclass
+class Scenario:
+    """One test's private topics, namespace and checkpoint, so tests never see each other's data."""
+
+    prefix: str
+    namespace: str
+    checkpoint: Path
+
+    @classmethod
+    def new(cls, tmp_path: Path) -> Scenario:
+        tag = uuid.uuid4().hex[:8]
+        return cls(prefix=f"it{tag}", namespace=f"it_{tag}", checkpoint=tmp_path / "checkpoint")
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    @property
+    def pattern(self) -> str:
+        return re.escape(self.prefix) + "_.*"
+
+    def table(self, name: str) -> str:
+        """The table of topics `topic(name)` (with the daily suffix stripped from `name`)."""
+        return f"{CATALOG}.{self.namespace}.{self.prefix}_{name}"
+
+    def raw_config(self, **overrides: Any) -> dict[str, Any]:
+        raw: dict[str, Any] = {
+            "job": {
+                "name": f"test-{self.prefix}",
+                "checkpoint_location": str(self.checkpoint),
+                "trigger": {"mode": "available-now"},
+            },
+            "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": self.pattern},
+            "catalog": {"name": CATALOG, "uri": CATALOG_URI},
+            "s3": {"endpoint": S3_ENDPOINT},
+            "tables": {"namespace": self.namespace},
+            "spark": {
+                "master": "local[2]",
+                "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+            },
+        }
+        for path, value in overrides.items():
+            node = raw
+            *parents, leaf = path.split(".")
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = value
+        return raw
+
+    def config(self, **overrides: Any) -> Config:
+        return parse_config(self.raw_config(**overrides), environ={})
+
+    def write_config(self, path: Path, **overrides: Any) -> Path:
+        path.write_text(yaml.safe_dump(self.raw_config(**overrides)))
+        return path
+
+
+def create_topics(*topics: str, partitions: int = 2) -> None:
+    admin = AdminClient({"bootstrap.servers": KAFKA})
+    futures = admin.create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
+    )
+    for f in futures.values():
+        f.result(timeout=30)
+
+
+def produce(
+    topic: str, values: Iterable[bytes | str | Mapping[str, Any] | None], partition: int | None = None
+) -> None:
+    producer = Producer({"bootstrap.servers": KAFKA, "enable.idempotence": True})
+    for i, v in enumerate(values):
+        if isinstance(v, Mapping):
+            payload: bytes | None = json.dumps(v).encode()
+        elif isinstance(v, str):
+            payload = v.encode()
+        else:
+            payload = v
+        kwargs: dict[str, Any] = {"key": str(i).encode(), "value": payload}
+        if partition is not None:
+            kwargs["partition"] = partition
+        producer.produce(topic, **kwargs)
+    assert producer.flush(30) == 0, f"records to {topic} not delivered"
+
+
+def end_offsets(*topics: str) -> dict[codec.TopicPartition, int]:
+    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"probe-{uuid.uuid4().hex}"})
+    try:
+        out = {}
+        for topic in topics:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            for p in meta.partitions:
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                out[codec.TopicPartition(topic, p)] = high
+        return out
+    finally:
+        consumer.close()
+
+
+def snapshots(spark: SparkSession, table: str) -> list[dict[str, Any]]:
+    """The table's snapshots, oldest first, with their summaries."""
+    rows = spark.sql(
+        f"SELECT snapshot_id, parent_id, operation, summary FROM {table}.snapshots ORDER BY committed_at"
+    ).collect()
+    return [r.asDict() for r in rows]
+
+
+def table_exists(spark: SparkSession, table: str) -> bool:
+    return bool(spark.catalog.tableExists(table))
+
+
+def run_cli(
+    config_path: Path, env: Mapping[str, str] | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    """`icesink run` in its own process (and its own Spark driver), as a user runs it."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "icesink", "run", "--config", str(config_path)],
+        env=full_env, capture_output=True, text=True, timeout=timeout, cwd=REPO,
+    )  # fmt: skip

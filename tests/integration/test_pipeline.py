@@ -1,0 +1,89 @@
+"""The JSON pipeline end to end against the local stack, in the test session's SparkSession."""
+
+from __future__ import annotations
+
+import shutil
+
+from pyspark.sql import SparkSession
+
+from icesink import offsets as codec
+from icesink.job import Job
+from tests.integration.helpers import Scenario, create_topics, end_offsets, produce, snapshots
+
+
+def run_job(spark: SparkSession, scenario: Scenario, **overrides: object) -> Job:
+    job = Job(spark, scenario.config(**overrides))
+    job.run()
+    return job
+
+
+def event(i: int, day: str) -> dict[str, object]:
+    return {"id": i, "name": f"n{i}", "amount": i * 0.5, "nested": {"k": i % 3}, "day": day}
+
+
+def test_two_daily_topics_land_in_one_table(spark: SparkSession, scenario: Scenario) -> None:
+    day1, day2 = scenario.topic("events.20240102"), scenario.topic("events_20240103")
+    create_topics(day1, day2)
+    produce(day1, [event(i, "d1") for i in range(300)])
+    # The second day adds a field and writes `amount` as an integer: types unify to double.
+    produce(day2, [{**event(i, "d2"), "amount": i, "extra": f"x{i}"} for i in range(300, 500)])
+
+    run_job(spark, scenario)
+
+    table = scenario.table("events")
+    rows = spark.sql(f"SELECT id, name, amount, nested.k AS k, day, extra FROM {table}").collect()
+    got = sorted((r.id, r.name, r.amount, r.k, r.day, r.extra) for r in rows)
+    want = sorted(
+        [(i, f"n{i}", i * 0.5, i % 3, "d1", None) for i in range(300)]
+        + [(i, f"n{i}", float(i), i % 3, "d2", f"x{i}") for i in range(300, 500)]
+    )
+    assert got == want
+    props = spark.sql(f"SHOW TBLPROPERTIES {table} ('format-version')").collect()
+    assert props[0].value == "2"
+
+
+def test_one_snapshot_per_batch_with_the_consumed_offsets(spark: SparkSession, scenario: Scenario) -> None:
+    topic = scenario.topic("clicks.20240105")
+    create_topics(topic)
+    produce(topic, [{"id": i} for i in range(0, 90)], partition=0)
+    produce(topic, [{"id": i} for i in range(90, 150)], partition=1)
+
+    job = run_job(spark, scenario, **{"kafka.max_offsets_per_trigger": 50})
+
+    snaps = snapshots(spark, scenario.table("clicks"))
+    assert len(snaps) >= 3, "150 records at 50 per trigger take at least 3 batches"
+    assert all(s["operation"] == "append" for s in snaps)
+    batch_ids = [int(s["summary"][codec.BATCH_ID_KEY]) for s in snaps]
+    assert batch_ids == sorted(set(batch_ids)), "one snapshot per batch, in batch order"
+    assert {s["summary"][codec.QUERY_ID_KEY] for s in snaps} == {str(job._query.id)}  # type: ignore[union-attr]
+    previous: dict[codec.TopicPartition, int] = {}
+    for s in snaps:
+        offsets = codec.decode(s["summary"][codec.OFFSETS_KEY])
+        advanced = sum(off - previous.get(tp, 0) for tp, off in offsets.items())
+        assert advanced == int(s["summary"]["added-records"]), "each snapshot holds exactly its offset range"
+        previous = offsets
+    assert previous == end_offsets(topic)
+    assert spark.sql(
+        f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {scenario.table('clicks')}"
+    ).first() == (150, 150)
+
+
+def test_deleted_checkpoint_restarts_from_earliest_without_duplicates(
+    spark: SparkSession, scenario: Scenario
+) -> None:
+    topic = scenario.topic("orders.20240107")
+    create_topics(topic)
+    produce(topic, [{"id": i} for i in range(100)])
+    run_job(spark, scenario)
+    table = scenario.table("orders")
+    before = snapshots(spark, table)
+
+    shutil.rmtree(scenario.checkpoint)
+    run_job(spark, scenario)  # reads everything again from earliest
+    assert snapshots(spark, table) == before, "a replay of committed offsets commits nothing"
+
+    produce(topic, [{"id": i} for i in range(100, 130)])
+    run_job(spark, scenario)
+    counts = spark.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {table}").first()
+    assert counts == (130, 130)
+    assert len(snapshots(spark, table)) == len(before) + 1

@@ -1,0 +1,77 @@
+"""`icesink run` as a user runs it, in its own process: crash recovery and the error a user sees."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from icesink import faults
+from icesink import offsets as codec
+from tests.integration.helpers import (
+    Scenario,
+    create_topics,
+    end_offsets,
+    produce,
+    run_cli,
+    snapshots,
+    table_exists,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_driver_killed_after_commit_before_commit_log(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("payments.20240110")
+    create_topics(topic)
+    produce(topic, [{"id": i, "v": f"a{i}"} for i in range(200)])
+    config = scenario.write_config(tmp_path / "job.yaml")
+
+    crashed = run_cli(config, env={faults.ENV: "after-commit:0"})
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    commits = scenario.checkpoint / "commits"
+    assert not (commits / "0").exists(), "the kill must land before Spark's commit log"
+    assert (scenario.checkpoint / "offsets" / "0").exists(), "Spark planned batch 0 and will replay it"
+    table = scenario.table("payments")
+    assert len(snapshots(spark, table)) == 1, "the Iceberg commit happened before the kill"
+
+    produce(topic, [{"id": i, "v": f"a{i}"} for i in range(200, 260)])
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "already holds these offsets" in resumed.stderr
+
+    rows = spark.sql(f"SELECT id, v FROM {table}").collect()
+    assert sorted((r.id, r.v) for r in rows) == [(i, f"a{i}") for i in range(260)], "no loss, no duplicate"
+    snaps = snapshots(spark, table)
+    assert len(snaps) == 2, "the replayed batch commits nothing; the new records one snapshot"
+    assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(topic)
+    assert (commits / "0").exists()
+
+
+def test_value_that_is_not_json_fails_the_batch_and_commits_nothing(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    good, bad = scenario.topic("visits.20240111"), scenario.topic("signups.20240111")
+    create_topics(good, bad, partitions=1)
+    produce(good, [{"id": i} for i in range(10)])
+    produce(bad, [{"id": 0}, {"id": 1}, "not json {", {"id": 3}])
+
+    result = run_cli(scenario.write_config(tmp_path / "job.yaml"))
+
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()
+    error = "\n".join(line for line in last if line.startswith(("icesink: error", "  topic")))
+    assert (
+        f"icesink: error: batch 0: 1 record(s) for table {scenario.namespace}.{scenario.prefix}_signups"
+        in error
+    )
+    assert f"topic {bad} partition 0 offset 2: not valid JSON" in error
+    assert "nothing of this batch was committed" in error
+    # Neither the bad topic's table nor the good one's got anything from that batch.
+    for name in ("signups", "visits"):
+        table = scenario.table(name)
+        assert not table_exists(spark, table) or snapshots(spark, table) == []

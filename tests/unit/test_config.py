@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from icesink.config import TriggerMode, load_config, parse_config
+from icesink.errors import ConfigError
+
+MINIMAL: dict[str, Any] = {
+    "job": {"checkpoint_location": "/tmp/cp"},
+    "kafka": {"bootstrap_servers": "k:9092", "subscribe_pattern": "events[._-][0-9]{8}"},
+    "catalog": {"uri": "http://c:8181"},
+}
+
+
+def test_minimal_config_gets_defaults() -> None:
+    c = parse_config(MINIMAL, environ={})
+    assert c.kafka.isolation_level == "read_committed"
+    assert c.kafka.starting_offsets == "earliest"
+    assert c.job.trigger.mode is TriggerMode.PROCESSING_TIME
+    assert c.catalog.name == "icesink"
+
+
+def test_environment_overrides_nested_keys_with_yaml_values() -> None:
+    env = {
+        "ICESINK__KAFKA__MAX_OFFSETS_PER_TRIGGER": "5000",
+        "ICESINK__JOB__TRIGGER__MODE": "available-now",
+        "ICESINK__KAFKA__OPTIONS__kafka.security.protocol": "SASL_SSL",
+        "OTHER": "ignored",
+    }
+    c = parse_config(MINIMAL, environ=env)
+    assert c.kafka.max_offsets_per_trigger == 5000
+    assert c.job.trigger.mode is TriggerMode.AVAILABLE_NOW
+    assert c.kafka.options == {"kafka.security.protocol": "SASL_SSL"}
+
+
+def test_errors_name_every_bad_key() -> None:
+    raw = {**MINIMAL, "kafka": {"subscribe_pattern": "("}, "tables": {"namespace": "bad name", "colour": 1}}
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw, source="job.yaml", environ={})
+    text = str(e.value)
+    assert "invalid configuration (job.yaml)" in text
+    assert "kafka.bootstrap_servers: Field required" in text
+    assert "kafka.subscribe_pattern: Value error, not a valid regular expression" in text
+    assert "tables.namespace" in text
+    assert "tables.colour: Extra inputs are not permitted" in text
+
+
+def test_reserved_kafka_options_are_refused() -> None:
+    raw = {**MINIMAL, "kafka": {**MINIMAL["kafka"], "options": {"subscribe": "x"}}}
+    with pytest.raises(ConfigError, match=r"kafka\.options"):
+        parse_config(raw, environ={})
+
+
+def test_secrets_never_show_in_repr_or_errors() -> None:
+    raw = {**MINIMAL, "s3": {"access_key_id": "AKIA-SECRET-1", "secret_access_key": "hunter2"}}
+    c = parse_config(raw, environ={})
+    assert "hunter2" not in repr(c)
+    assert "AKIA-SECRET-1" not in repr(c)
+    assert c.s3.resolved_keys() == ("AKIA-SECRET-1", "hunter2")
+    bad = {**raw, "s3": {**raw["s3"], "region": 5}}
+    with pytest.raises(ConfigError) as e:
+        parse_config(bad, environ={})
+    assert "hunter2" not in str(e.value)
+
+
+def test_keys_default_to_the_aws_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    assert parse_config(MINIMAL, environ={}).s3.resolved_keys() == ("env-key", "env-secret")
+
+
+def test_load_config_reports_missing_file_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(tmp_path / "nope.yaml", environ={})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("job: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad, environ={})
+
+
+def test_shipped_local_config_is_valid() -> None:
+    c = load_config(Path(__file__).resolve().parents[2] / "conf" / "local.yaml", environ={})
+    assert c.kafka.bootstrap_servers == "127.0.0.1:9092"
+    assert c.tables.namespace == "demo"

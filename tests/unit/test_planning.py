@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from icesink.offsets import TopicPartition as TP
+from icesink.planning import PartitionRange, group_by_table, plan_table
+from icesink.routing import TableRef, route
+
+T = TableRef("ns", "events")
+
+
+def r(topic: str, p: int, first: int, last: int) -> PartitionRange:
+    return PartitionRange(TP(topic, p), first, last, last - first + 1)
+
+
+def test_new_table_takes_everything() -> None:
+    plan = plan_table(T, [r("e.20240101", 0, 0, 9), r("e.20240101", 1, 0, 4)], {})
+    assert plan.keep_from == {}
+    assert plan.next_offsets == {TP("e.20240101", 0): 10, TP("e.20240101", 1): 5}
+    assert plan.has_new_records
+
+
+def test_replayed_batch_is_skipped_entirely() -> None:
+    committed = {TP("e", 0): 10}
+    plan = plan_table(T, [r("e", 0, 0, 9)], committed)
+    assert not plan.has_new_records
+    assert plan.skipped_tps == (TP("e", 0),)
+    assert plan.keep_from == {TP("e", 0): 10}
+
+
+def test_partly_committed_range_keeps_only_the_tail() -> None:
+    plan = plan_table(T, [r("e", 0, 0, 9), r("e", 1, 0, 9)], {TP("e", 0): 4, TP("other", 0): 77})
+    assert plan.keep_from == {TP("e", 0): 4}
+    # Offsets of topic-partitions not in this batch are carried forward untouched.
+    assert plan.next_offsets == {TP("e", 0): 10, TP("e", 1): 10, TP("other", 0): 77}
+    assert plan.batch_tps == (TP("e", 0), TP("e", 1))
+
+
+def test_gaps_from_transaction_markers_are_positions_not_counts() -> None:
+    # Offsets 0..9 with a commit marker at 5: 9 records, but the next offset is still 10.
+    plan = plan_table(T, [PartitionRange(TP("e", 0), 0, 9, 9)], {})
+    assert plan.next_offsets == {TP("e", 0): 10}
+
+
+def test_daily_topics_group_into_one_table() -> None:
+    groups = group_by_table(
+        [r("e.20240101", 0, 0, 1), r("e_20240102", 0, 0, 1), r("f", 0, 0, 1)], lambda t: route(t, "ns")
+    )
+    assert {str(t): [x.tp.topic for x in rs] for t, rs in groups.items()} == {
+        "ns.e": ["e.20240101", "e_20240102"],
+        "ns.f": ["f"],
+    }
