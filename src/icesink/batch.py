@@ -18,7 +18,7 @@ from icesink.errors import DecodeError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.planning import PartitionRange, TablePlan, group_by_table, plan_table
-from icesink.routing import TableRef, route
+from icesink.routing import route
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
 log = logging.getLogger(__name__)
@@ -93,12 +93,17 @@ class BatchHandler:
             if not ranges:
                 log.info("batch %d: empty", batch_id)
                 return
-            plans = self._plan(ranges)
-            work = [self._decode(batch, batch_id, p) for p in plans if p.has_new_records]
-            for p in plans:
-                if not p.has_new_records:
-                    log.info("batch %d: table %s already holds these offsets, skipped", batch_id, p.table)
-            results = [self._write_and_commit(w, batch_id) for w in self._prepare(work)]
+            work = []
+            for plan, table in self._plan(ranges):
+                if plan.has_new_records:
+                    work.append(self._decode(batch, batch_id, plan, table))
+                else:
+                    log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+            query_id = self._query_id()
+            # Every table's files are written before any table is committed: a failure while
+            # writing leaves orphan files only, and the whole batch is retried.
+            written = [(w, self._write(w, batch_id, query_id)) for w in self._prepare(work)]
+            results = [self._commit(w, files, batch_id, query_id) for w, files in written]
             log.info(
                 "batch %d: %d record(s) from %d topic-partition(s), %d row(s) to %d table(s) in %.1fs",
                 batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
@@ -118,22 +123,22 @@ class BatchHandler:
         )
         return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows]
 
-    def _plan(self, ranges: list[PartitionRange]) -> list[TablePlan]:
+    def _plan(self, ranges: list[PartitionRange]) -> list[tuple[TablePlan, JavaObject | None]]:
         namespace = self._config.tables.namespace
         plans = []
         for ref, table_ranges in group_by_table(ranges, lambda t: route(t, namespace)).items():
             table = self._catalog.load(ref)
             committed = self._catalog.committed_offsets(table) if table is not None else {}
-            plans.append(plan_table(ref, table_ranges, committed))
+            plans.append((plan_table(ref, table_ranges, committed), table))
         return plans
 
     # ------------------------------------------------------------------ 2. decode
 
-    def _decode(self, batch: DataFrame, batch_id: int, plan: TablePlan) -> _TableWork:
-        records = batch.where(F.col("topic").isin(list(plan.topics))).where(
-            keep_condition(dict(plan.keep_from))
-        )
-        table = self._catalog.load(plan.table)
+    def _decode(
+        self, batch: DataFrame, batch_id: int, plan: TablePlan, table: JavaObject | None
+    ) -> _TableWork:
+        records = batch.where(F.col("topic").isin(list(plan.topics)))
+        records = records.where(keep_condition(dict(plan.keep_from)))
         current = self._catalog.spark_schema(table) if table is not None else StructType([])
         inferred = json_decode.infer_schema(self._spark, records)
         target = schema_diff.merged(current, inferred)
@@ -169,11 +174,9 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 4. write, 5. commit
 
-    def _write_and_commit(self, w: _TableWork, batch_id: int) -> CommitResult:
-        ref: TableRef = w.plan.table
-        query_id = self._query_id()
+    def _write(self, w: _TableWork, batch_id: int, query_id: str) -> list[DataFileRef]:
         task = WriteTask(
-            table=str(ref),
+            table=str(w.plan.table),
             arrow_schema=self._arrow_schema(w.table),
             data_location=self._data_location(w.table),
             file_prefix=f"{query_id[:8]}-{batch_id:08d}",
@@ -185,11 +188,13 @@ class BatchHandler:
         if [f.name for f in rows.schema.fields] != [f.name for f in w.target.fields]:
             rows = rows.select(*[F.col(f.name) for f in w.target.fields])
         written = rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL).collect()
-        files = [DataFileRef(r.path, r.record_count, r.file_size) for r in written]
+        return [DataFileRef(r.path, r.record_count, r.file_size) for r in written]
+
+    def _commit(self, w: _TableWork, files: list[DataFileRef], batch_id: int, query_id: str) -> CommitResult:
         result = self._catalog.commit_append(w.table, files, w.plan, query_id, batch_id)
         log.info(
             "batch %d: table %s +%d row(s) in %d file(s), snapshot %d, offsets %s",
-            batch_id, ref, result.records, result.files, result.snapshot_id,
+            batch_id, w.plan.table, result.records, result.files, result.snapshot_id,
             ", ".join(f"{tp}->{w.plan.next_offsets[tp]}" for tp in w.plan.batch_tps),
         )  # fmt: skip
         return result

@@ -66,12 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", "-c", required=True, help="YAML config file (ICESINK__SECTION__KEY overrides)"
     )
     run.set_defaults(func=_cmd_run)
-    sql = sub.add_parser("sql", help="run Spark SQL statements against the job's catalog and print the results")
+    sql = sub.add_parser("sql", help="run Spark SQL against the job's catalog, print the results")
     sql.add_argument("--config", "-c", required=True, help="YAML config file (the job's)")
     sql.add_argument("--rows", type=int, default=20, help="rows to show per statement")
-    sql.add_argument("--truncate", type=int, default=60, help="truncate cells to this many characters (0: never)")
+    sql.add_argument("--truncate", type=int, default=60, help="cut cells at this many characters (0: never)")
     sql.add_argument("--vertical", action="store_true", help="one line per column")
-    sql.add_argument("statements", nargs="+", help="e.g. \"SELECT count(*) FROM icesink.demo.events\"")
+    sql.add_argument("statements", nargs="+", help='e.g. "SELECT count(*) FROM icesink.demo.events"')
     sql.set_defaults(func=_cmd_sql)
     return parser
 

@@ -57,7 +57,8 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
 
 
 def render() -> str:
-    lines = [START, "", "| key | type | default | meaning |", "| --- | --- | --- | --- |", *_rows(Config, ""), "", END]
+    header = ["| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    lines = [START, "", *header, *_rows(Config, ""), "", END]
     return "\n".join(lines)
 
 

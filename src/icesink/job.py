@@ -39,7 +39,13 @@ class Job:
         self.handler = BatchHandler(spark, config, self._query_id)
 
     def _query_id(self) -> str:
-        return str(self._query.id) if self._query is not None else "unknown"
+        if self._query is not None:
+            return str(self._query.id)
+        # The first batch can run before start() returns; active query names are unique per session.
+        for q in self.spark.streams.active:
+            if q.name == self.config.job.name:
+                return str(q.id)
+        return "unknown"
 
     def start(self) -> StreamingQuery:
         source = self.spark.readStream.format("kafka")
