@@ -12,13 +12,17 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from icesink import faults, json_decode, schema_diff
-from icesink.config import Config
+from icesink import dead_letters, faults, schema_diff
+from icesink.config import Config, ErrorPolicy, ValueFormat
+from icesink.decode import ERROR, Decoder, bad_records, good_rows
+from icesink.decode.avro import AvroDecoder
+from icesink.decode.json import JsonDecoder
 from icesink.errors import DecodeError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.planning import PartitionRange, TablePlan, group_by_table, plan_table
-from icesink.routing import route
+from icesink.registry import RegistrySettings, registry_for
+from icesink.routing import TableRef, route
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
 log = logging.getLogger(__name__)
@@ -39,10 +43,26 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
     pairs: list[Column] = []
     for tp, off in keep_from.items():
         pairs += [F.lit(f"{tp.topic}:{tp.partition}"), F.lit(off)]
-    floor = F.element_at(
-        F.create_map(*pairs), F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"))
-    )
+    floor = F.element_at(F.create_map(*pairs), F.concat_ws(":", F.col("topic"), F.col("partition").cast("string")))
     return F.col("offset") >= F.coalesce(floor, F.lit(0))
+
+
+def build_decoder(spark: SparkSession, config: Config) -> Decoder:
+    if config.decode.format is ValueFormat.AVRO:
+        reg = config.decode.registry
+        assert reg is not None  # the config validator guarantees it
+        cert = (reg.certificate_location, reg.key_location) if reg.certificate_location and reg.key_location else None
+        settings = RegistrySettings(
+            url=reg.url,
+            username=reg.username,
+            password=reg.password.get_secret_value() if reg.password else None,
+            verify=reg.ca_location or True,
+            cert=cert,
+            timeout_s=reg.timeout_s,
+            attempts=reg.attempts,
+        )
+        return AvroDecoder(registry_for(settings))
+    return JsonDecoder(spark)
 
 
 class BatchHandler:
@@ -53,6 +73,8 @@ class BatchHandler:
         self._config = config
         self._query_id = query_id
         self._catalog = IcebergCatalog(spark, config.catalog.name)
+        self._decoder = build_decoder(spark, config)
+        self._dead_letter_ref = TableRef(config.tables.namespace, config.decode.dead_letter_table)
         access, secret = config.s3.resolved_keys()
         self._storage = StorageSettings(
             endpoint=config.s3.endpoint,
@@ -70,12 +92,14 @@ class BatchHandler:
         1. plan: aggregate the batch to first/last offset per topic-partition (small), route each
            topic to its table and read each table's committed offsets; records below them are
            already in the table and are dropped (replays, lost checkpoints, rewinds);
-        2. decode: infer the JSON schema per table, parse with the table's (evolved) schema and
-           fail the whole batch, before anything is written, if any record does not decode;
+        2. decode: per table, look at the batch's schemas (registry ids, inferred JSON types) and
+           parse every record with the table's (evolved) schema; a record that does not decode is
+           a dead letter, or fails the whole batch before anything is written (`on_error: fail`);
         3. prepare: create missing tables (format v2) and add new columns, idempotently;
-        4. write: executors write Parquet data files and return descriptors, never rows;
-        5. commit: ONE append snapshot per table with its new offsets, query id and batch id in the
-           summary, refused if the table's offsets moved meanwhile.
+        4. write: executors write Parquet data files, for every table and the dead letters, and
+           return descriptors, never rows;
+        5. commit: the dead-letter table first, then ONE append snapshot per table, each with its
+           new offsets, query id and batch id in the summary, refused if its offsets moved meanwhile.
         Spark writes its own commit log after this returns; a crash before that replays the batch,
         and step 1 drops what step 5 already committed.
         """
@@ -96,14 +120,23 @@ class BatchHandler:
             work = []
             for plan, table in self._plan(ranges):
                 if plan.has_new_records:
-                    work.append(self._decode(batch, batch_id, plan, table))
+                    work.append(self._decode(batch, plan, table))
                 else:
                     log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
             query_id = self._query_id()
-            # Every table's files are written before any table is committed: a failure while
-            # writing leaves orphan files only, and the whole batch is retried.
-            written = [(w, self._write(w, batch_id, query_id)) for w in self._prepare(work)]
-            results = [self._commit(w, files, batch_id, query_id) for w, files in written]
+            dead = None
+            # Every file is written before anything is committed: a failure while writing leaves
+            # orphan files only, and the whole batch is retried.
+            if self._config.decode.on_error is ErrorPolicy.FAIL:
+                self._fail_on_bad_records(work, batch_id)
+            else:
+                dead = self._write_dead_letters(work, ranges, batch_id, query_id)
+            ready = self._prepare(work)
+            written = [(w, self._write(w, batch_id, query_id)) for w in ready]
+            results = []
+            if dead is not None:
+                results.append(self._commit(*dead, batch_id, query_id))
+            results += [self._commit(w.plan, w.table, files, batch_id, query_id) for w, files in written]
             log.info(
                 "batch %d: %d record(s) from %d topic-partition(s), %d row(s) to %d table(s) in %.1fs",
                 batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
@@ -127,30 +160,71 @@ class BatchHandler:
         namespace = self._config.tables.namespace
         plans = []
         for ref, table_ranges in group_by_table(ranges, lambda t: route(t, namespace)).items():
-            table = self._catalog.load(ref)
-            committed = self._catalog.committed_offsets(table) if table is not None else {}
-            plans.append((plan_table(ref, table_ranges, committed), table))
+            if ref == self._dead_letter_ref:
+                topics = sorted({r.tp.topic for r in table_ranges})
+                raise DecodeError(
+                    f"topics {topics} route to the dead-letter table {ref}; rename it (decode.dead_letter_table)"
+                )
+            plans.append(self._plan_one(ref, table_ranges))
         return plans
+
+    def _plan_one(self, ref: TableRef, ranges: list[PartitionRange]) -> tuple[TablePlan, JavaObject | None]:
+        table = self._catalog.load(ref)
+        committed = self._catalog.committed_offsets(table) if table is not None else {}
+        return plan_table(ref, ranges, committed), table
 
     # ------------------------------------------------------------------ 2. decode
 
-    def _decode(
-        self, batch: DataFrame, batch_id: int, plan: TablePlan, table: JavaObject | None
-    ) -> _TableWork:
+    def _decode(self, batch: DataFrame, plan: TablePlan, table: JavaObject | None) -> _TableWork:
         records = batch.where(F.col("topic").isin(list(plan.topics)))
         records = records.where(keep_condition(dict(plan.keep_from)))
         current = self._catalog.spark_schema(table) if table is not None else StructType([])
-        inferred = json_decode.infer_schema(self._spark, records)
-        target = schema_diff.merged(current, inferred)
-        parsed = json_decode.parse(records, target)
-        count, examples = json_decode.find_bad(parsed)
-        if count:
-            lines = "\n  ".join(str(b) for b in examples)
-            raise DecodeError(
-                f"batch {batch_id}: {count} record(s) for table {plan.table} cannot be decoded as JSON "
-                f"objects; nothing of this batch was committed. First:\n  {lines}"
+        prepared = self._decoder.prepare(records)
+        target = schema_diff.merged(current, prepared.schema)
+        return _TableWork(plan, table, target, prepared.parse(target))
+
+    def _fail_on_bad_records(self, work: list[_TableWork], batch_id: int) -> None:
+        for w in work:
+            bad = bad_records(w.parsed)
+            count = bad.count()
+            if not count:
+                continue
+            first = bad.select("topic", "partition", "offset", f"{ERROR}.*").orderBy("topic", "partition", "offset")
+            lines = "\n  ".join(
+                f"topic {r.topic} partition {r.partition} offset {r.offset}: {r.message} [{r.stage}/{r.error_class}]"
+                for r in first.limit(5).collect()
             )
-        return _TableWork(plan, table, target, parsed)
+            raise DecodeError(
+                f"batch {batch_id}: {count} record(s) for table {w.plan.table} cannot be decoded; "
+                f"nothing of this batch was committed. First:\n  {lines}"
+            )
+
+    # ------------------------------------------------------------------ dead letters
+
+    def _write_dead_letters(
+        self, work: list[_TableWork], ranges: list[PartitionRange], batch_id: int, query_id: str
+    ) -> tuple[TablePlan, JavaObject, list[DataFileRef]] | None:
+        if not work:
+            return None
+        frames = [dead_letters.rows(bad_records(w.parsed), w.plan.table, batch_id, query_id) for w in work]
+        rows = frames[0]
+        for f in frames[1:]:
+            rows = rows.unionByName(f)
+        plan, table = self._plan_one(self._dead_letter_ref, ranges)
+        rows = rows.where(keep_condition(dict(plan.keep_from)))
+        if table is None:
+            # Created on first use only: check cheaply whether this batch has any dead letter.
+            if not rows.limit(1).collect():
+                return None
+            table = self._catalog.create(self._dead_letter_ref, rows.schema, self._config.tables.properties)
+        files = self._write_rows(rows, table, self._dead_letter_ref, batch_id, query_id)
+        if not files:
+            return None
+        log.warning(
+            "batch %d: %d record(s) dead-lettered to %s",
+            batch_id, sum(f.record_count for f in files), self._dead_letter_ref,
+        )  # fmt: skip
+        return plan, table, files
 
     # ------------------------------------------------------------------ 3. prepare
 
@@ -161,9 +235,8 @@ class BatchHandler:
             table = w.table
             if table is None:
                 if not w.target.fields:
-                    raise DecodeError(
-                        f"table {ref}: the batch's JSON objects have no fields to create it from"
-                    )
+                    log.info("table %s: no record of this batch decoded; not created", ref)
+                    continue
                 table = self._catalog.create(ref, w.target, self._config.tables.properties)
             else:
                 added = schema_diff.added_columns(self._catalog.spark_schema(table), w.target)
@@ -175,27 +248,37 @@ class BatchHandler:
     # ------------------------------------------------------------------ 4. write, 5. commit
 
     def _write(self, w: _TableWork, batch_id: int, query_id: str) -> list[DataFileRef]:
+        rows = good_rows(w.parsed, w.target)
+        return self._write_rows(rows, w.table, w.plan.table, batch_id, query_id)
+
+    def _write_rows(
+        self, rows: DataFrame, table: JavaObject, ref: TableRef, batch_id: int, query_id: str
+    ) -> list[DataFileRef]:
+        schema = self._catalog.spark_schema(table)
+        # Columns in the table's order; columns another writer added since decoding stay null.
+        have = set(rows.columns)
+        rows = rows.select(
+            *[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
+        )
         task = WriteTask(
-            table=str(w.plan.table),
-            arrow_schema=self._arrow_schema(w.table),
-            data_location=self._data_location(w.table),
+            table=str(ref),
+            arrow_schema=self._arrow_schema(table),
+            data_location=self._data_location(table),
             file_prefix=f"{query_id[:8]}-{batch_id:08d}",
             storage=self._storage,
             target_file_size=self._config.tables.target_file_size_bytes,
         )
-        rows = json_decode.good_rows(w.parsed, w.target)
-        # If the table gained columns another writer added since decoding, write them as nulls.
-        if [f.name for f in rows.schema.fields] != [f.name for f in w.target.fields]:
-            rows = rows.select(*[F.col(f.name) for f in w.target.fields])
         written = rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL).collect()
         return [DataFileRef(r.path, r.record_count, r.file_size) for r in written]
 
-    def _commit(self, w: _TableWork, files: list[DataFileRef], batch_id: int, query_id: str) -> CommitResult:
-        result = self._catalog.commit_append(w.table, files, w.plan, query_id, batch_id)
+    def _commit(
+        self, plan: TablePlan, table: JavaObject, files: list[DataFileRef], batch_id: int, query_id: str
+    ) -> CommitResult:
+        result = self._catalog.commit_append(table, files, plan, query_id, batch_id)
         log.info(
             "batch %d: table %s +%d row(s) in %d file(s), snapshot %d, offsets %s",
-            batch_id, w.plan.table, result.records, result.files, result.snapshot_id,
-            ", ".join(f"{tp}->{w.plan.next_offsets[tp]}" for tp in w.plan.batch_tps),
+            batch_id, plan.table, result.records, result.files, result.snapshot_id,
+            ", ".join(f"{tp}->{plan.next_offsets[tp]}" for tp in plan.batch_tps),
         )  # fmt: skip
         return result
 

@@ -62,9 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run the streaming job")
-    run.add_argument(
-        "--config", "-c", required=True, help="YAML config file (ICESINK__SECTION__KEY overrides)"
-    )
+    run.add_argument("--config", "-c", required=True, help="YAML config file (ICESINK__SECTION__KEY overrides)")
     run.set_defaults(func=_cmd_run)
     sql = sub.add_parser("sql", help="run Spark SQL against the job's catalog, print the results")
     sql.add_argument("--config", "-c", required=True, help="YAML config file (the job's)")

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from icesink.errors import ConfigError
 
@@ -59,9 +67,7 @@ class KafkaConfig(_Section):
         "earliest", description="earliest, latest or a JSON offsets spec, for a new checkpoint"
     )
     max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
-    fail_on_data_loss: bool = Field(
-        True, description="fail when offsets were aged out or a topic was deleted"
-    )
+    fail_on_data_loss: bool = Field(True, description="fail when offsets were aged out or a topic was deleted")
     isolation_level: str = Field("read_committed", description="read_committed skips aborted transactions")
     metadata_max_age_ms: int = Field(
         30000, ge=1000, description="how often new topics matching the pattern are discovered"
@@ -94,9 +100,7 @@ class CatalogConfig(_Section):
     name: str = Field("icesink", description="Spark catalog name the tables are registered under")
     uri: str = Field(description="Iceberg REST catalog URI")
     warehouse: str | None = Field(None, description="warehouse location or name passed to the REST catalog")
-    credential: SecretStr | None = Field(
-        None, description="OAuth2 client credential for the catalog, if it needs one"
-    )
+    credential: SecretStr | None = Field(None, description="OAuth2 client credential for the catalog, if it needs one")
     properties: dict[str, str] = Field(default_factory=dict, description="extra Iceberg catalog properties")
 
     @field_validator("name")
@@ -119,11 +123,7 @@ class S3Config(_Section):
     )
 
     def resolved_keys(self) -> tuple[str | None, str | None]:
-        access = (
-            self.access_key_id.get_secret_value()
-            if self.access_key_id
-            else os.environ.get("AWS_ACCESS_KEY_ID")
-        )
+        access = self.access_key_id.get_secret_value() if self.access_key_id else os.environ.get("AWS_ACCESS_KEY_ID")
         secret = (
             self.secret_access_key.get_secret_value()
             if self.secret_access_key
@@ -134,9 +134,7 @@ class S3Config(_Section):
 
 class TablesConfig(_Section):
     namespace: str = Field("default", description="namespace of the tables (created if missing)")
-    properties: dict[str, str] = Field(
-        default_factory=dict, description="table properties set when a table is created"
-    )
+    properties: dict[str, str] = Field(default_factory=dict, description="table properties set when a table is created")
     target_file_size_bytes: int = Field(
         128 * 1024 * 1024, ge=1024 * 1024, description="roll data files at about this size"
     )
@@ -149,10 +147,49 @@ class TablesConfig(_Section):
         return v
 
 
-class SparkConfig(_Section):
-    master: str | None = Field(
-        None, description="Spark master when run as `icesink run` (spark-submit sets its own)"
+class ValueFormat(StrEnum):
+    JSON = "json"
+    AVRO = "avro"
+
+
+class ErrorPolicy(StrEnum):
+    DEAD_LETTER = "dead-letter"
+    FAIL = "fail"
+
+
+class RegistryConfig(_Section):
+    url: str = Field(description="Schema Registry URL with the Confluent API (Apicurio: .../apis/ccompat/v7)")
+    username: str | None = Field(None, description="basic-auth user")
+    password: SecretStr | None = Field(None, description="basic-auth password")
+    ca_location: str | None = Field(None, description="CA bundle for the registry's TLS certificate")
+    certificate_location: str | None = Field(None, description="client certificate for mutual TLS")
+    key_location: str | None = Field(None, description="client key for mutual TLS")
+    timeout_s: float = Field(10.0, gt=0, description="per-request timeout")
+    attempts: int = Field(5, ge=1, description="tries before a batch fails with the registry unreachable")
+
+
+class DecodeConfig(_Section):
+    format: ValueFormat = Field(
+        ValueFormat.JSON,
+        description="value format: json (Confluent-framed or plain) or avro (Confluent wire format)",
     )
+    registry: RegistryConfig | None = Field(None, description="needed for avro")
+    on_error: ErrorPolicy = Field(
+        ErrorPolicy.DEAD_LETTER,
+        description="a record that cannot be decoded: dead-letter it, or fail the batch",
+    )
+    dead_letter_table: str = Field("dead_letters", description="dead-letter table, in tables.namespace")
+
+    @field_validator("dead_letter_table")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not _IDENTIFIER.match(v):
+            raise ValueError("must be a plain identifier")
+        return v
+
+
+class SparkConfig(_Section):
+    master: str | None = Field(None, description="Spark master when run as `icesink run` (spark-submit sets its own)")
     jars_dir: str | None = Field(
         None, description="folder of extra jars (scripts/stack jars); default: ICESINK_JARS_DIR"
     )
@@ -160,11 +197,18 @@ class SparkConfig(_Section):
 
 
 class Config(_Section):
+    @model_validator(mode="after")
+    def _avro_needs_registry(self) -> Config:
+        if self.decode.format is ValueFormat.AVRO and self.decode.registry is None:
+            raise ValueError("decode.registry is required when decode.format is avro")
+        return self
+
     job: JobConfig
     kafka: KafkaConfig
     catalog: CatalogConfig
     s3: S3Config = Field(default_factory=S3Config)  # type: ignore[arg-type]
     tables: TablesConfig = Field(default_factory=TablesConfig)  # type: ignore[arg-type]
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)  # type: ignore[arg-type]
     spark: SparkConfig = Field(default_factory=SparkConfig)  # type: ignore[arg-type]
 
 

@@ -23,5 +23,13 @@ class CommitError(IcesinkError):
     """A table commit was refused or its outcome contradicts the offsets we planned with."""
 
 
+class RegistryUnavailableError(IcesinkError):
+    """The Schema Registry could not be reached or kept failing; the batch fails, nothing is committed."""
+
+
+class SchemaNotFoundError(IcesinkError):
+    """The registry does not know a schema id that records carry (their records are dead letters)."""
+
+
 class OffsetsError(IcesinkError):
     """Offsets stored in a snapshot summary cannot be read."""

@@ -50,21 +50,15 @@ class IcebergCatalog:
         self._spark = spark
         self._jvm = jvm(spark)
         self._name = catalog_name
-        self._catalog = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergCatalog(
-            jsession(spark), catalog_name
-        )
+        self._catalog = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergCatalog(jsession(spark), catalog_name)
 
     # ------------------------------------------------------------------ tables
 
     def _namespace(self, namespace: str) -> JavaObject:
-        return self._jvm.org.apache.iceberg.catalog.Namespace.of(
-            string_array(self._spark, namespace.split("."))
-        )
+        return self._jvm.org.apache.iceberg.catalog.Namespace.of(string_array(self._spark, namespace.split(".")))
 
     def _identifier(self, ref: TableRef) -> JavaObject:
-        return self._jvm.org.apache.iceberg.catalog.TableIdentifier.of(
-            self._namespace(ref.namespace), ref.name
-        )
+        return self._jvm.org.apache.iceberg.catalog.TableIdentifier.of(self._namespace(ref.namespace), ref.name)
 
     def ensure_namespace(self, namespace: str) -> None:
         ns = self._namespace(namespace)
@@ -92,9 +86,7 @@ class IcebergCatalog:
             props.put(k, v)
         props.put("format-version", "2")
         try:
-            table = self._catalog.createTable(
-                self._identifier(ref), jschema, ice.PartitionSpec.unpartitioned(), props
-            )
+            table = self._catalog.createTable(self._identifier(ref), jschema, ice.PartitionSpec.unpartitioned(), props)
             log.info("created table %s (format v2) with %d columns", ref, len(schema.fields))
             return table
         except Exception:
@@ -115,10 +107,7 @@ class IcebergCatalog:
         """One metadata commit adding optional columns; skips what is already there (re-runnable)."""
         table.refresh()
         have = {
-            str(n)
-            for n in self._jvm.org.apache.iceberg.types.TypeUtil.indexByName(
-                table.schema().asStruct()
-            ).keySet()
+            str(n) for n in self._jvm.org.apache.iceberg.types.TypeUtil.indexByName(table.schema().asStruct()).keySet()
         }
         todo = [c for c in columns if c.path not in have]
         if not todo:
@@ -162,9 +151,7 @@ class IcebergCatalog:
         now = self.committed_offsets(table)
         moved = sorted(tp for tp in plan.batch_tps if now.get(tp) != plan.committed.get(tp))
         if moved:
-            detail = ", ".join(
-                f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5]
-            )
+            detail = ", ".join(f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5])
             raise CommitError(
                 f"table {ref}: offsets changed while the batch was written ({detail}); is another job "
                 "writing this table? nothing was committed; the batch is replayed from the table's offsets"
@@ -184,9 +171,7 @@ class IcebergCatalog:
                 .build()
             )
             append.appendFile(data_file)
-        summary = offsets_codec.summary_properties(
-            offsets_codec.advance(now, plan.next_offsets), query_id, batch_id
-        )
+        summary = offsets_codec.summary_properties(offsets_codec.advance(now, plan.next_offsets), query_id, batch_id)
         for k, v in summary.items():
             append.set(k, v)
         append.commit()

@@ -12,9 +12,7 @@ from icesink.errors import IcesinkError
 def jvm(spark: SparkSession) -> Any:
     handle = getattr(spark, "_jvm", None)
     if handle is None:
-        raise IcesinkError(
-            "icesink needs a classic SparkSession with a driver JVM; Spark Connect is not supported"
-        )
+        raise IcesinkError("icesink needs a classic SparkSession with a driver JVM; Spark Connect is not supported")
     return handle
 
 

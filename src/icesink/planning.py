@@ -53,9 +53,7 @@ def group_by_table(
     return {t: sorted(rs, key=lambda r: r.tp) for t, rs in sorted(out.items())}
 
 
-def plan_table(
-    table: TableRef, ranges: Iterable[PartitionRange], committed: Mapping[TopicPartition, int]
-) -> TablePlan:
+def plan_table(table: TableRef, ranges: Iterable[PartitionRange], committed: Mapping[TopicPartition, int]) -> TablePlan:
     ranges_list = list(ranges)
     keep_from: dict[TopicPartition, int] = {}
     consumed: dict[TopicPartition, int] = {}

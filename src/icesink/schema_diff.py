@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql.types import ArrayType, DataType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, DecimalType, MapType, StructField, StructType
 
 CORRUPT_COLUMN = "__icesink_corrupt"
 
 
 @dataclass(frozen=True)
 class AddColumn:
-    parent: (
-        str | None
-    )  # dotted Iceberg path of the parent struct ("a.element" inside a list), None = top level
+    parent: str | None  # dotted Iceberg path of the parent struct ("a.element" inside a list), None = top level
     name: str
     type: DataType
 
@@ -60,9 +58,7 @@ def merged(table: StructType, batch: StructType) -> StructType:
     incoming = {f.name: f for f in batch.fields if f.name != CORRUPT_COLUMN}
     for f in table.fields:
         new = incoming.pop(f.name, None)
-        fields.append(
-            f if new is None else StructField(f.name, _merge_type(f.dataType, new.dataType), f.nullable)
-        )
+        fields.append(f if new is None else StructField(f.name, _merge_type(f.dataType, new.dataType), f.nullable))
     fields.extend(StructField(f.name, f.dataType, True) for f in incoming.values())
     return StructType(fields)
 
@@ -73,6 +69,48 @@ def _merge_type(have: DataType, new: DataType) -> DataType:
     if isinstance(have, ArrayType) and isinstance(new, ArrayType):
         return ArrayType(_merge_type(have.elementType, new.elementType), have.containsNull)
     return have
+
+
+_WIDER = {
+    ("IntegerType", "LongType"),
+    ("FloatType", "DoubleType"),
+    ("ShortType", "IntegerType"),
+    ("ShortType", "LongType"),
+    ("ByteType", "IntegerType"),
+    ("ByteType", "LongType"),
+}
+
+
+def fits(batch: DataType, table: DataType) -> bool:
+    """Can every value of `batch` be stored losslessly in a column of `table`?"""
+    if batch == table:
+        return True
+    if isinstance(batch, StructType) and isinstance(table, StructType):
+        have = {f.name: f.dataType for f in table.fields}
+        return all(f.name not in have or fits(f.dataType, have[f.name]) for f in batch.fields)
+    if isinstance(batch, ArrayType) and isinstance(table, ArrayType):
+        return fits(batch.elementType, table.elementType)
+    if isinstance(batch, MapType) and isinstance(table, MapType):
+        return fits(batch.keyType, table.keyType) and fits(batch.valueType, table.valueType)
+    if isinstance(batch, DecimalType) and isinstance(table, DecimalType):
+        return batch.scale == table.scale and batch.precision <= table.precision
+    return (type(batch).__name__, type(table).__name__) in _WIDER
+
+
+def conflicts(table: StructType, batch: StructType, prefix: str = "") -> list[str]:
+    """Columns whose batch type does not fit the table's type, described for an error message."""
+    have = {f.name: f.dataType for f in table.fields}
+    out = []
+    for f in batch.fields:
+        t = have.get(f.name)
+        if t is None or fits(f.dataType, t):
+            continue
+        path = f"{prefix}{f.name}"
+        if isinstance(f.dataType, StructType) and isinstance(t, StructType):
+            out.extend(conflicts(t, f.dataType, f"{path}."))
+        else:
+            out.append(f"column {path} is {t.simpleString()} in the table, {f.dataType.simpleString()} in the record")
+    return out
 
 
 def parse_schema(table: StructType) -> StructType:

@@ -108,9 +108,7 @@ class _RollingWriter:
         self._writer, self._sink, self._rows = None, None, 0
 
 
-def write_files(
-    task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int
-) -> list[tuple[str, int, int]]:
+def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[tuple[str, int, int]]:
     """Writes the batches to one or more Parquet files; returns (uri, record count, size) per file."""
     fs, folder = task.storage.filesystem_for(task.data_location)
     uri_prefix = task.data_location[: len(task.data_location) - len(folder)]

@@ -84,16 +84,12 @@ class Scenario:
 
 def create_topics(*topics: str, partitions: int = 2) -> None:
     admin = AdminClient({"bootstrap.servers": KAFKA})
-    futures = admin.create_topics(
-        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics]
-    )
+    futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics])
     for f in futures.values():
         f.result(timeout=30)
 
 
-def produce(
-    topic: str, values: Iterable[bytes | str | Mapping[str, Any] | None], partition: int | None = None
-) -> None:
+def produce(topic: str, values: Iterable[bytes | str | Mapping[str, Any] | None], partition: int | None = None) -> None:
     producer = Producer({"bootstrap.servers": KAFKA, "enable.idempotence": True})
     for i, v in enumerate(values):
         if isinstance(v, Mapping):

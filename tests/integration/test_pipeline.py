@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from pyspark.sql import SparkSession
@@ -63,14 +64,13 @@ def test_one_snapshot_per_batch_with_the_consumed_offsets(spark: SparkSession, s
         assert advanced == int(s["summary"]["added-records"]), "each snapshot holds exactly its offset range"
         previous = offsets
     assert previous == end_offsets(topic)
-    assert spark.sql(
-        f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {scenario.table('clicks')}"
-    ).first() == (150, 150)
+    assert spark.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {scenario.table('clicks')}").first() == (
+        150,
+        150,
+    )
 
 
-def test_deleted_checkpoint_restarts_from_earliest_without_duplicates(
-    spark: SparkSession, scenario: Scenario
-) -> None:
+def test_deleted_checkpoint_restarts_from_earliest_without_duplicates(spark: SparkSession, scenario: Scenario) -> None:
     topic = scenario.topic("orders.20240107")
     create_topics(topic)
     produce(topic, [{"id": i} for i in range(100)])
@@ -87,3 +87,36 @@ def test_deleted_checkpoint_restarts_from_earliest_without_duplicates(
     counts = spark.sql(f"SELECT count(*) AS n, count(DISTINCT id) AS d FROM {table}").first()
     assert counts == (130, 130)
     assert len(snapshots(spark, table)) == len(before) + 1
+
+
+def test_confluent_framed_json_and_bad_values_as_dead_letters(spark: SparkSession, scenario: Scenario) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.conftest import REGISTRY_URL
+
+    topic = scenario.topic("signups.20240108")
+    create_topics(topic, partitions=1)
+    schema = {"type": "object", "properties": {"id": {"type": "integer"}, "email": {"type": "string"}}}
+    ser = JSONSerializer(json.dumps(schema), SchemaRegistryClient({"url": REGISTRY_URL}))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    framed = [ser({"id": i, "email": f"u{i}@x.org"}, ctx) for i in range(5)]
+    assert framed[0][0] == 0, "JSONSerializer frames values like Avro"
+    stream = [framed[0], framed[1], b'{"id": "not a number"}', framed[2], b"[1, 2]", b"{broken", framed[3], framed[4]]
+    produce(topic, stream)
+
+    # Two records per batch: the first creates the table (id: bigint), later ones must fit it.
+    run_job(spark, scenario, **{"kafka.max_offsets_per_trigger": 2})
+
+    rows = spark.sql(f"SELECT id, email FROM {scenario.table('signups')}").collect()
+    assert sorted((r.id, r.email) for r in rows) == [(i, f"u{i}@x.org") for i in range(5)]
+    letters = spark.sql(
+        f"SELECT offset, stage, error_class, value FROM icesink.{scenario.namespace}.dead_letters"
+    ).collect()
+    assert {r.offset: (r.stage, r.error_class) for r in letters} == {
+        2: ("convert", "TypeMismatch"),
+        4: ("decode", "JsonTypeError"),
+        5: ("decode", "JsonParseError"),
+    }
+    assert all(r.value == stream[r.offset] for r in letters)

@@ -23,9 +23,7 @@ from tests.integration.helpers import (
 pytestmark = pytest.mark.slow
 
 
-def test_driver_killed_after_commit_before_commit_log(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
-) -> None:
+def test_driver_killed_after_commit_before_commit_log(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
     topic = scenario.topic("payments.20240110")
     create_topics(topic)
     produce(topic, [{"id": i, "v": f"a{i}"} for i in range(200)])
@@ -52,7 +50,7 @@ def test_driver_killed_after_commit_before_commit_log(
     assert (commits / "0").exists()
 
 
-def test_value_that_is_not_json_fails_the_batch_and_commits_nothing(
+def test_fail_policy_a_value_that_is_not_json_fails_the_batch_and_commits_nothing(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     good, bad = scenario.topic("visits.20240111"), scenario.topic("signups.20240111")
@@ -60,16 +58,13 @@ def test_value_that_is_not_json_fails_the_batch_and_commits_nothing(
     produce(good, [{"id": i} for i in range(10)])
     produce(bad, [{"id": 0}, {"id": 1}, "not json {", {"id": 3}])
 
-    result = run_cli(scenario.write_config(tmp_path / "job.yaml"))
+    result = run_cli(scenario.write_config(tmp_path / "job.yaml", **{"decode.on_error": "fail"}))
 
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()
     error = "\n".join(line for line in last if line.startswith(("icesink: error", "  topic")))
-    assert (
-        f"icesink: error: batch 0: 1 record(s) for table {scenario.namespace}.{scenario.prefix}_signups"
-        in error
-    )
-    assert f"topic {bad} partition 0 offset 2: not valid JSON" in error
+    assert f"icesink: error: batch 0: 1 record(s) for table {scenario.namespace}.{scenario.prefix}_signups" in error
+    assert f"topic {bad} partition 0 offset 2: not valid JSON [decode/JsonParseError]" in error
     assert "nothing of this batch was committed" in error
     # Neither the bad topic's table nor the good one's got anything from that batch.
     for name in ("signups", "visits"):

@@ -13,9 +13,7 @@ def f(name: str, t: object) -> StructField:
     return StructField(name, t, True)  # type: ignore[arg-type]
 
 
-TABLE = s(
-    f("id", LongType()), f("user", s(f("name", StringType()))), f("tags", ArrayType(s(f("k", StringType()))))
-)
+TABLE = s(f("id", LongType()), f("user", s(f("name", StringType()))), f("tags", ArrayType(s(f("k", StringType())))))
 
 
 def test_nothing_new() -> None:

@@ -45,9 +45,7 @@ def task(folder: Path, target: int = 128 * 1024 * 1024) -> WriteTask:
 
 
 def test_files_carry_iceberg_field_ids_and_all_rows(tmp_path: Path) -> None:
-    files = write_files(
-        task(tmp_path), iter([spark_like_batch(0, 10), spark_like_batch(10, 5)]), partition_id=3
-    )
+    files = write_files(task(tmp_path), iter([spark_like_batch(0, 10), spark_like_batch(10, 5)]), partition_id=3)
     assert len(files) == 1
     uri, rows, size = files[0]
     assert uri.startswith(f"file://{tmp_path}/q-00000001-00003-")

@@ -1,0 +1,33 @@
+"""The dead-letter table: every record that could not be decoded or converted, with why.
+
+It is an Iceberg table like the others, committed in the same batch (before the data tables, so a
+crash in between never loses a dead letter) and carrying its own offsets, so a replay adds none
+twice. The raw key, value and headers are kept byte for byte: a fixed record can be replayed.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from icesink.decode import ERROR
+from icesink.routing import TableRef
+
+COLUMNS = (
+    "topic", "partition", "offset", "timestamp", "key", "value", "headers",
+    "stage", "error_class", "error_message", "target_table", "batch_id", "query_id", "failed_at",
+)  # fmt: skip
+
+
+def rows(bad: DataFrame, target: TableRef, batch_id: int, query_id: str) -> DataFrame:
+    """Dead-letter rows for the bad records of one table's share of the batch."""
+    return bad.select(
+        "topic", "partition", "offset", "timestamp", "key", "value", "headers",
+        F.col(f"{ERROR}.stage").alias("stage"),
+        F.col(f"{ERROR}.error_class").alias("error_class"),
+        F.col(f"{ERROR}.message").alias("error_message"),
+        F.lit(str(target)).alias("target_table"),
+        F.lit(batch_id).cast("long").alias("batch_id"),
+        F.lit(query_id).alias("query_id"),
+        F.current_timestamp().alias("failed_at"),
+    )  # fmt: skip

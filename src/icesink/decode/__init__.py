@@ -1,0 +1,65 @@
+"""Kafka record -> table row decoders. Each one turns the batch's records into the same shape:
+the record's Kafka metadata, ROW (a struct with the target table's columns) and ERROR (null when
+the record decoded; else the stage that failed, an error class and a message).
+
+A decoder never turns a bad record into nulls: ROW is ignored wherever ERROR is set, and such
+records go to the dead-letter table or fail the batch, by policy.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+ROW = "__icesink_row"
+ERROR = "__icesink_error"
+META = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+ERROR_TYPE = StructType(
+    [
+        StructField("stage", StringType()),
+        StructField("error_class", StringType()),
+        StructField("message", StringType()),
+    ]
+)
+
+
+class Prepared(Protocol):
+    # The union of the row schemas the batch's records carry.
+    schema: StructType
+
+    def parse(self, target: StructType) -> DataFrame:
+        """META columns + ROW (shaped as `target`: the table's schema after evolution) + ERROR."""
+        ...
+
+
+class Decoder(Protocol):
+    def prepare(self, records: DataFrame) -> Prepared:
+        """Looks at the batch once (schema ids, inferred types) so rows can be parsed."""
+        ...
+
+
+def error(stage: str, error_class: str, message: Column | str) -> Column:
+    msg = message if isinstance(message, Column) else F.lit(message)
+    return F.struct(F.lit(stage).alias("stage"), F.lit(error_class).alias("error_class"), msg.alias("message"))
+
+
+def no_error() -> Column:
+    return F.lit(None).cast(ERROR_TYPE)
+
+
+def meta() -> list[Column]:
+    return [F.col(c) for c in META]
+
+
+def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
+    """The rows that decoded, as the target's columns in the target's order."""
+    return parsed.where(F.col(ERROR).isNull()).select(
+        *[F.col(f"{ROW}.`{f.name}`").alias(f.name) for f in target.fields]
+    )
+
+
+def bad_records(parsed: DataFrame) -> DataFrame:
+    return parsed.where(F.col(ERROR).isNotNull())

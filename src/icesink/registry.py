@@ -1,0 +1,110 @@
+"""A Confluent-compatible Schema Registry client: writer schemas by id, cached per process.
+
+Transient faults (connection refused, timeouts, 5xx) are retried with backoff and then raised as
+`RegistryUnavailableError`, which fails the batch with no commit; a transient fault is never a dead
+letter. An id the registry does not know (404) is `SchemaNotFoundError`: the records carrying it are
+dead letters.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from icesink.errors import IcesinkError, RegistryUnavailableError, SchemaNotFoundError
+
+
+class _TransientError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    url: str
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    verify: bool | str = True  # False, True or a CA bundle path
+    cert: tuple[str, str] | None = None  # client certificate and key for mutual TLS
+    timeout_s: float = 10.0
+    attempts: int = 5
+    max_backoff_s: float = 8.0
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    schema_id: int
+    schema_type: str  # AVRO, JSON or PROTOBUF
+    schema: str
+
+
+class SchemaRegistry:
+    def __init__(self, settings: RegistrySettings) -> None:
+        self._s = settings
+        self._session = requests.Session()
+        if settings.username is not None:
+            self._session.auth = (settings.username, settings.password or "")
+        self._session.verify = settings.verify
+        if settings.cert:
+            self._session.cert = settings.cert
+        self._cache: dict[int, RegisteredSchema] = {}
+        self._lock = threading.Lock()
+
+    def schema(self, schema_id: int) -> RegisteredSchema:
+        with self._lock:
+            hit = self._cache.get(schema_id)
+        if hit is not None:
+            return hit
+        found = self._fetch(schema_id)
+        with self._lock:
+            self._cache[schema_id] = found
+        return found
+
+    def _fetch(self, schema_id: int) -> RegisteredSchema:
+        s = self._s
+        fetch = retry(
+            retry=retry_if_exception_type(_TransientError),
+            stop=stop_after_attempt(s.attempts),
+            wait=wait_exponential(multiplier=0.25, max=s.max_backoff_s),
+            reraise=True,
+        )(self._get)
+        try:
+            body = fetch(f"{s.url.rstrip('/')}/schemas/ids/{schema_id}")
+        except _TransientError as e:
+            raise RegistryUnavailableError(
+                f"schema registry {s.url} unavailable after {s.attempts} attempts fetching schema id {schema_id}: {e}"
+            ) from None
+        if body is None:
+            raise SchemaNotFoundError(f"schema id {schema_id} is not known to the registry {s.url}")
+        return RegisteredSchema(schema_id, str(body.get("schemaType", "AVRO")), str(body["schema"]))
+
+    def _get(self, url: str) -> dict[str, Any] | None:
+        try:
+            resp = self._session.get(url, timeout=self._s.timeout_s)
+        except (requests.ConnectionError, requests.Timeout) as e:
+            raise _TransientError(type(e).__name__) from e
+        if resp.status_code == 404:
+            return None
+        if resp.status_code >= 500 or resp.status_code == 429:
+            raise _TransientError(f"HTTP {resp.status_code}")
+        if resp.status_code in (401, 403):
+            raise IcesinkError(f"schema registry {self._s.url} refused the credentials (HTTP {resp.status_code})")
+        resp.raise_for_status()
+        data: dict[str, Any] = resp.json()
+        return data
+
+
+_registries: dict[RegistrySettings, SchemaRegistry] = {}
+_registries_lock = threading.Lock()
+
+
+def registry_for(settings: RegistrySettings) -> SchemaRegistry:
+    """One client per settings per process, so each executor's Python worker caches once."""
+    with _registries_lock:
+        reg = _registries.get(settings)
+        if reg is None:
+            reg = _registries[settings] = SchemaRegistry(settings)
+        return reg
