@@ -3,7 +3,7 @@
   scripts/bench_decode.py [--records 1000000] [--repeat 3]
 
 Needs the local stack (the real Schema Registry). Values are produced by confluent-kafka's
-AvroSerializer (~200 bytes, 16 fields with logical types), stored once as Parquet, then decoded
+AvroSerializer (~200 bytes, 18 fields with logical types), stored once as Parquet, then decoded
 in Spark local[2] by each approach in its own process, end to end into Spark's `noop` sink:
   icesink    from_avro per writer schema after the Confluent header (src/icesink/decode/avro.py)
   pandas_udf seed 000: a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None) per row
@@ -27,6 +27,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pandas as pd  # module level: pandas_udf reads the UDF's type hints from its globals
+
 SCHEMA = {
     "type": "record",
     "name": "Event",
@@ -48,6 +50,8 @@ SCHEMA = {
         {"name": "quantity", "type": "int"},
         {"name": "promoted", "type": "boolean"},
         {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "page_url", "type": "string"},
+        {"name": "user_agent", "type": "string"},
     ],
 }
 
@@ -77,6 +81,8 @@ def generate(path: Path, n: int) -> float:
                     "country": ("DE", "FR", "JP", "US")[i % 4], "device": "mobile", "os": ("ios", "android")[i % 2],
                     "app_version": "3.14.1", "price": i * 0.25, "quantity": i % 7, "promoted": i % 5 == 0,
                     "note": None if i % 4 else f"note {i}",
+                    "page_url": f"https://shop.example.com/catalog/item/{i % 9973}?ref=home",
+                    "user_agent": f"Mozilla/5.0 (Linux; Android 14) App/3.14.{i % 10}",
                 },
                 ctx,
             )
@@ -96,6 +102,7 @@ def spark_session() -> Any:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.jars", ",".join(str(p) for p in sorted(Path(jars).glob("*.jar"))))
         .config("spark.driver.memory", "2g")
+        .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
@@ -118,6 +125,8 @@ def kafka_like(spark: Any, path: Path) -> Any:
 
 
 def run_icesink(spark: Any, path: Path) -> Any:
+    from pyspark.sql import functions as F
+
     from icesink.decode import bad_records, good_rows
     from icesink.decode.avro import AvroDecoder
     from icesink.registry import RegistrySettings, registry_for
@@ -127,7 +136,13 @@ def run_icesink(spark: Any, path: Path) -> Any:
     decoder = AvroDecoder(registry_for(RegistrySettings(url=registry_url())))
 
     def once() -> None:
-        prepared = decoder.prepare(records)
+        # What BatchHandler does: one planning aggregate (offsets and schema ids per topic-partition),
+        # then decode and write.
+        plan = records.groupBy("topic", "partition").agg(
+            F.min("offset"), F.max("offset"), F.count(F.lit(1)), F.collect_set(decoder.plan_column()).alias("keys")
+        )
+        keys = sorted({bytes(k) for r in plan.collect() for k in r.keys})
+        prepared = decoder.prepare(records, keys)
         parsed = prepared.parse(prepared.schema)
         good_rows(parsed, prepared.schema).write.format("noop").mode("overwrite").save()
 
@@ -139,7 +154,6 @@ def run_icesink(spark: Any, path: Path) -> Any:
 
 
 def run_pandas_udf(spark: Any, path: Path) -> Any:
-    import pandas as pd
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
@@ -167,7 +181,10 @@ def run_pandas_udf(spark: Any, path: Path) -> Any:
 
         d = deserializer()
         ctx = SerializationContext("bench.events", MessageField.VALUE)
-        return pd.DataFrame([d(bytes(v), ctx) for v in values])
+        rows = [d(bytes(v), ctx) for v in values]
+        for row in rows:  # fastavro yields uuid.UUID for the uuid logical type; Arrow wants str
+            row["session"] = str(row["session"])
+        return pd.DataFrame(rows)
 
     def once() -> None:
         records.select(decode(F.col("value")).alias("r")).select("r.*").write.format("noop").mode("overwrite").save()

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -13,9 +14,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from icesink import dead_letters, faults, schema_diff
-from icesink.config import Config, ErrorPolicy, ValueFormat
+from icesink.config import Config, Envelope, ErrorPolicy, ValueFormat
 from icesink.decode import ERROR, Decoder, bad_records, good_rows
 from icesink.decode.avro import AvroDecoder
+from icesink.decode.debezium import EnvelopeSpec
 from icesink.decode.json import JsonDecoder
 from icesink.errors import DecodeError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
@@ -48,6 +50,9 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
 
 
 def build_decoder(spark: SparkSession, config: Config) -> Decoder:
+    envelope = None
+    if config.decode.envelope is Envelope.DEBEZIUM:
+        envelope = EnvelopeSpec(config.decode.operation_column, tuple(config.decode.source_columns))
     if config.decode.format is ValueFormat.AVRO:
         reg = config.decode.registry
         assert reg is not None  # the config validator guarantees it
@@ -61,8 +66,8 @@ def build_decoder(spark: SparkSession, config: Config) -> Decoder:
             timeout_s=reg.timeout_s,
             attempts=reg.attempts,
         )
-        return AvroDecoder(registry_for(settings))
-    return JsonDecoder(spark)
+        return AvroDecoder(registry_for(settings), envelope)
+    return JsonDecoder(spark, envelope)
 
 
 class BatchHandler:
@@ -113,14 +118,14 @@ class BatchHandler:
         started = time.monotonic()
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            ranges = self._ranges(batch)
+            ranges, planned = self._ranges(batch)
             if not ranges:
                 log.info("batch %d: empty", batch_id)
                 return
             work = []
             for plan, table in self._plan(ranges):
                 if plan.has_new_records:
-                    work.append(self._decode(batch, plan, table))
+                    work.append(self._decode(batch, plan, table, planned))
                 else:
                     log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
             query_id = self._query_id()
@@ -136,6 +141,7 @@ class BatchHandler:
             results = []
             if dead is not None:
                 results.append(self._commit(*dead, batch_id, query_id))
+                faults.maybe_kill("after-dead-letters", batch_id, self._spark)
             results += [self._commit(w.plan, w.table, files, batch_id, query_id) for w, files in written]
             log.info(
                 "batch %d: %d record(s) from %d topic-partition(s), %d row(s) to %d table(s) in %.1fs",
@@ -148,13 +154,19 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 1. plan
 
-    def _ranges(self, batch: DataFrame) -> list[PartitionRange]:
-        rows = (
-            batch.groupBy("topic", "partition")
-            .agg(F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n"))
-            .collect()
-        )
-        return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows]
+    def _ranges(self, batch: DataFrame) -> tuple[list[PartitionRange], dict[str, set[Any]]]:
+        """One pass over the batch: offsets per topic-partition, and per topic the set of the
+        decoder's plan column (Avro: the schema ids), so decoding needs no scan of its own."""
+        aggs = [F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n")]
+        extra = self._decoder.plan_column()
+        if extra is not None:
+            aggs.append(F.collect_set(extra).alias("planned"))
+        rows = batch.groupBy("topic", "partition").agg(*aggs).collect()
+        planned: dict[str, set[Any]] = {}
+        for r in rows:
+            if extra is not None:
+                planned.setdefault(r.topic, set()).update(bytes(v) for v in r.planned)
+        return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows], planned
 
     def _plan(self, ranges: list[PartitionRange]) -> list[tuple[TablePlan, JavaObject | None]]:
         namespace = self._config.tables.namespace
@@ -175,11 +187,14 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 2. decode
 
-    def _decode(self, batch: DataFrame, plan: TablePlan, table: JavaObject | None) -> _TableWork:
+    def _decode(
+        self, batch: DataFrame, plan: TablePlan, table: JavaObject | None, planned: dict[str, set[Any]]
+    ) -> _TableWork:
         records = batch.where(F.col("topic").isin(list(plan.topics)))
         records = records.where(keep_condition(dict(plan.keep_from)))
         current = self._catalog.spark_schema(table) if table is not None else StructType([])
-        prepared = self._decoder.prepare(records)
+        seen = sorted(set().union(*(planned.get(t, set()) for t in plan.topics))) if planned else None
+        prepared = self._decoder.prepare(records, seen)
         target = schema_diff.merged(current, prepared.schema)
         return _TableWork(plan, table, target, prepared.parse(target))
 

@@ -152,6 +152,11 @@ class ValueFormat(StrEnum):
     AVRO = "avro"
 
 
+class Envelope(StrEnum):
+    NONE = "none"
+    DEBEZIUM = "debezium"
+
+
 class ErrorPolicy(StrEnum):
     DEAD_LETTER = "dead-letter"
     FAIL = "fail"
@@ -179,8 +184,16 @@ class DecodeConfig(_Section):
         description="a record that cannot be decoded: dead-letter it, or fail the batch",
     )
     dead_letter_table: str = Field("dead_letters", description="dead-letter table, in tables.namespace")
+    envelope: Envelope = Field(
+        Envelope.NONE, description="debezium: rows from after/before, op as the operation column"
+    )
+    operation_column: str = Field("_op", description="column holding I/U/D for Debezium envelopes")
+    source_columns: list[str] = Field(
+        default_factory=list,
+        description="Debezium source fields kept as _source_<name> columns, e.g. [ts_ms, lsn, db, table]",
+    )
 
-    @field_validator("dead_letter_table")
+    @field_validator("dead_letter_table", "operation_column")
     @classmethod
     def _identifier(cls, v: str) -> str:
         if not _IDENTIFIER.match(v):

@@ -1,8 +1,10 @@
 """Fault injection for the crash tests. Inert unless ICESINK_FAULT_INJECT is set.
 
-ICESINK_FAULT_INJECT=after-commit:<batch id> kills the job (the driver JVM, then this process) with
-SIGKILL once every table of that batch is committed and before Spark writes its commit log: the
-worst moment for exactly-once. Test code sets it; the README's config reference does not list it.
+ICESINK_FAULT_INJECT=<point>:<batch id> kills the job (the driver JVM, then this process) with
+SIGKILL at that point of that batch, the worst moments for exactly-once:
+  after-commit        every table is committed, Spark has not written its commit log;
+  after-dead-letters  the dead-letter table is committed, the data tables are not.
+Test code sets it; the README's config reference does not list it.
 """
 
 from __future__ import annotations

@@ -70,3 +70,25 @@ def test_fail_policy_a_value_that_is_not_json_fails_the_batch_and_commits_nothin
     for name in ("signups", "visits"):
         table = scenario.table(name)
         assert not table_exists(spark, table) or snapshots(spark, table) == []
+
+
+def test_killed_between_the_dead_letter_commit_and_the_table_commit(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("logins.20240112")
+    create_topics(topic, partitions=1)
+    stream = [{"id": 0}, "not json", {"id": 1}, {"id": 2}, "[3]", {"id": 4}]
+    produce(topic, stream)
+    config = scenario.write_config(tmp_path / "job.yaml")
+    table, dlq = scenario.table("logins"), f"icesink.{scenario.namespace}.dead_letters"
+
+    crashed = run_cli(config, env={faults.ENV: "after-dead-letters:0"})
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert spark.sql(f"SELECT count(*) FROM {dlq}").first()[0] == 2, "dead letters committed first"
+    assert not table_exists(spark, table) or snapshots(spark, table) == [], "the data table not yet"
+
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect()) == [0, 1, 2, 4]
+    letters = spark.sql(f"SELECT offset FROM {dlq}").collect()
+    assert sorted(r.offset for r in letters) == [1, 4], "each dead letter once, after the replay too"

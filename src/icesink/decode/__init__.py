@@ -8,7 +8,7 @@ records go to the dead-letter table or fail the batch, by policy.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -36,8 +36,14 @@ class Prepared(Protocol):
 
 
 class Decoder(Protocol):
-    def prepare(self, records: DataFrame) -> Prepared:
-        """Looks at the batch once (schema ids, inferred types) so rows can be parsed."""
+    def plan_column(self) -> Column | None:
+        """A per-record value the batch's planning aggregate collects as a set (e.g. schema ids),
+        so `prepare` need not scan the batch for it again; None when not needed."""
+        ...
+
+    def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> Prepared:
+        """Looks at the batch (schema ids, inferred types) so rows can be parsed. `planned` is
+        what the planning aggregate collected from `plan_column` for these records' topics."""
         ...
 
 

@@ -12,48 +12,46 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
 
-from icesink import avro_schema
-from icesink.decode import ERROR, ROW, error, meta, no_error
+from icesink import avro_schema, wire
+from icesink.decode import ERROR, ROW, debezium, error, meta, no_error, semantic
+from icesink.decode.debezium import EnvelopeSpec
 from icesink.errors import SchemaNotFoundError
 from icesink.registry import SchemaRegistry
 from icesink.schema_diff import conflicts, merged
-from icesink.wire import VALUE_SCHEMA_ID_HEADER
+from icesink.wire import VALUE_SCHEMA_ID_HEADER, frame
 
 log = logging.getLogger(__name__)
 _AVRO = "__icesink_avro"
-_ID = "__icesink_schema_id"
+_KEY = "__icesink_frame_key"
 
 
 def _zero() -> Column:
     return F.unhex(F.lit("00"))
 
 
-def _header_id() -> Column:
-    return F.expr(f"element_at(filter(headers, h -> h.key = '{VALUE_SCHEMA_ID_HEADER}'), 1).value")
+def _in_header() -> Column:
+    # Headers are looked at only when a record has some: the filter lambda is not free.
+    hid = F.expr(f"element_at(filter(headers, h -> h.key = '{VALUE_SCHEMA_ID_HEADER}'), 1).value")
+    has = (F.size("headers") > 0) & hid.isNotNull() & (F.length(hid) == 5) & (F.substring(hid, 1, 1) == _zero())
+    return F.when(has, hid)
 
 
-def schema_id() -> Column:
-    """The writer schema id: from the `__value_schema_id` header if present, else the 5-byte frame."""
-    hid = _header_id()
-    in_header = hid.isNotNull() & (F.length(hid) == 5) & (F.substring(hid, 1, 1) == _zero())
+def frame_key() -> Column:
+    """The 5 bytes naming the writer schema (0x00 + big-endian id), from the `__value_schema_id`
+    header if present, else from the payload; null when the record carries neither."""
     framed = (F.length("value") >= 5) & (F.substring("value", 1, 1) == _zero())
-    return F.when(in_header, _id_of(hid)).when(framed, _id_of(F.col("value")))
-
-
-def _id_of(framed: Column) -> Column:
-    return F.conv(F.hex(F.substring(framed, 2, 4)), 16, 10).cast("long")
+    return F.coalesce(_in_header(), F.when(framed, F.substring("value", 1, 5)))
 
 
 def body() -> Column:
-    hid = _header_id()
-    in_header = hid.isNotNull() & (F.length(hid) == 5) & (F.substring(hid, 1, 1) == _zero())
-    return F.when(in_header, F.col("value")).otherwise(F.expr("substring(value, 6)"))
+    return F.when(_in_header().isNotNull(), F.col("value")).otherwise(F.expr("substring(value, 6)"))
 
 
 def align(col: Column, source: DataType, target: DataType) -> Column:
@@ -81,12 +79,22 @@ class _Writer:
     schema_id: int
     writer: str
     reader: str
-    struct: StructType
+    struct: StructType  # the row type (for envelopes: after/before + operation and source columns)
+    decoded: StructType  # what from_avro yields with the writer schema, semantic types converted
+    semantics: dict[semantic.Path, str]  # Debezium semantic-type fields of the writer schema
+    raw: StructType  # what from_avro yields, as is
 
 
 class PreparedAvro:
-    def __init__(self, records: DataFrame, writers: list[_Writer], unusable: dict[int, tuple[str, str, str]]) -> None:
+    def __init__(
+        self,
+        records: DataFrame,
+        writers: list[_Writer],
+        unusable: dict[int, tuple[str, str, str]],
+        envelope: EnvelopeSpec | None,
+    ) -> None:
         self._records = records
+        self._envelope = envelope
         self._writers = writers
         self._unusable = unusable
         self.schema = StructType([])
@@ -94,48 +102,63 @@ class PreparedAvro:
             self.schema = merged(self.schema, w.struct)
 
     def parse(self, target: StructType) -> DataFrame:
-        records = self._records.withColumn(_ID, schema_id())
-        frames = []
-        for w in self._writers:
-            decoded = from_avro(body(), w.writer, {"mode": "PERMISSIVE", "avroSchema": w.reader})
-            sub = records.where(F.col(_ID) == w.schema_id).withColumn(_AVRO, decoded)
-            problems = conflicts(target, w.struct)
-            if problems:
-                reason = error("convert", "IncompatibleType", f"writer schema {w.schema_id}: " + "; ".join(problems))
-                row = F.lit(None).cast(target)
-            else:
-                decode_failed = error(
-                    "decode", "AvroDecodeError", f"body does not decode with writer schema {w.schema_id}"
-                )
-                reason = F.when(F.col(f"{_AVRO}.{avro_schema.SENTINEL}").isNull(), decode_failed).otherwise(no_error())
-                # The decoded struct also has the sentinel: always project it onto the target.
-                decoded_type = StructType([*w.struct.fields, StructField(avro_schema.SENTINEL, BooleanType())])
-                row = align(F.col(_AVRO), decoded_type, target)
-            frames.append(sub.select(*meta(), row.alias(ROW), reason.alias(ERROR)))
-        known = [w.schema_id for w in self._writers]
-        rest = records.where(F.col(_ID).isNull() | ~F.col(_ID).isin(known))
+        """One pass: each record is decoded by the from_avro of its own writer schema (a CASE on
+        the frame key evaluates only the matching branch); no union, no rescan per schema."""
+        key = F.col(_KEY)
+        records = self._records.withColumn(_KEY, frame_key())
+        decoded = []
+        for i, w in enumerate(self._writers):
+            avro = from_avro(body(), w.writer, {"mode": "PERMISSIVE", "avroSchema": w.reader})
+            decoded.append(F.when(key == F.lit(frame(w.schema_id, b"")), avro).alias(f"{_AVRO}{i}"))
+        step = records.select(*meta(), _KEY, *decoded)
         reason = F.when(
-            F.col("value").isNull(),
-            error("decode", "NullValue", "null value (tombstone) for an append-only table"),
+            F.col("value").isNull(), error("decode", "NullValue", "null value (tombstone) for an append-only table")
         )
-        reason = reason.when(
-            F.col(_ID).isNull(), error("header", "NotConfluentFramed", "no 0x00 magic byte and schema id")
-        )
+        reason = reason.when(key.isNull(), error("header", "NotConfluentFramed", "no 0x00 magic byte and schema id"))
+        row = F.lit(None).cast(target)
+        for i, w in enumerate(self._writers):
+            is_w = key == F.lit(frame(w.schema_id, b""))
+            w_row, w_reason = self._decoded(F.col(f"{_AVRO}{i}"), w, target)
+            reason = reason.when(is_w, w_reason)
+            row = F.when(is_w, w_row).otherwise(row)
         for sid, (stage, cls, msg) in self._unusable.items():
-            reason = reason.when(F.col(_ID) == sid, error(stage, cls, msg))
-        frames.append(rest.select(*meta(), F.lit(None).cast(target).alias(ROW), reason.alias(ERROR)))
-        out = frames[0]
-        for f in frames[1:]:
-            out = out.unionByName(f)
-        return out
+            reason = reason.when(key == F.lit(frame(sid, b"")), error(stage, cls, msg))
+        reason = reason.otherwise(error("schema", "UnexpectedSchemaId", "schema id not seen while planning the batch"))
+        return step.select(*meta(), row.alias(ROW), reason.alias(ERROR))
+
+    def _decoded(self, col: Column, w: _Writer, target: StructType) -> tuple[Column, Column]:
+        """The row and the error of records decoded with writer `w`."""
+        problems = conflicts(target, w.struct)
+        if problems:
+            return F.lit(None).cast(target), error(
+                "convert", "IncompatibleType", f"writer schema {w.schema_id}: " + "; ".join(problems)
+            )
+        failed = error("decode", "AvroDecodeError", f"body does not decode with writer schema {w.schema_id}")
+        reason = F.when(col[avro_schema.SENTINEL].isNull(), failed)
+        # The decoded struct also carries the sentinel; converting or aligning projects it away.
+        with_sentinel = StructType([*w.raw.fields, StructField(avro_schema.SENTINEL, BooleanType())])
+        value, value_type = col, with_sentinel
+        if w.semantics:
+            value, value_type = semantic.convert(col, w.raw, w.semantics), w.decoded
+        if self._envelope is not None:
+            return debezium.row(value, value_type, target, self._envelope, align), reason.otherwise(
+                debezium.envelope_error(value, value_type)
+            )
+        return align(value, value_type, target), reason.otherwise(no_error())
 
 
 class AvroDecoder:
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, envelope: EnvelopeSpec | None = None) -> None:
         self._registry = registry
+        self._envelope = envelope
 
-    def prepare(self, records: DataFrame) -> PreparedAvro:
-        ids = sorted(r[0] for r in records.select(schema_id()).distinct().collect() if r[0] is not None)
+    def plan_column(self) -> Column:
+        return frame_key()
+
+    def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> PreparedAvro:
+        if planned is None:
+            planned = [r[0] for r in records.select(frame_key()).distinct().collect()]
+        ids = sorted({wire.parse(bytes(k)).schema_id for k in planned if k is not None})
         writers: list[_Writer] = []
         unusable: dict[int, tuple[str, str, str]] = {}
         for sid in ids:
@@ -157,8 +180,18 @@ class AvroDecoder:
                 unusable[sid] = ("schema", "UnsupportedSchema", f"schema {sid}: {e}")
                 continue
             probe = records.select(from_avro(body(), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
-            struct = probe.schema[_AVRO].dataType
-            assert isinstance(struct, StructType)
-            writers.append(_Writer(sid, found.schema, reader, struct))
+            raw = probe.schema[_AVRO].dataType
+            assert isinstance(raw, StructType)
+            semantics = semantic.semantic_paths(found.schema)
+            decoded = semantic.converted_type(raw, semantics)
+            assert isinstance(decoded, StructType)
+            struct = decoded
+            if self._envelope is not None:
+                try:
+                    struct = debezium.row_type(decoded, self._envelope)
+                except debezium.EnvelopeError as e:
+                    unusable[sid] = ("schema", "NotAnEnvelope", f"schema {sid}: {e}")
+                    continue
+            writers.append(_Writer(sid, found.schema, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
-        return PreparedAvro(records, writers, unusable)
+        return PreparedAvro(records, writers, unusable, self._envelope)
