@@ -80,7 +80,7 @@ class IcebergCatalog:
         """Creates an unpartitioned format-v2 table with the Spark schema's fields, all optional."""
         self.ensure_namespace(ref.namespace)
         ice = self._jvm.org.apache.iceberg
-        jschema = ice.spark.SparkSchemaUtil.convert(self._jstruct(schema))
+        jschema = ice.spark.SparkSchemaUtil.convert(self._jtype(schema))
         props = self._jvm.java.util.HashMap()
         for k, v in properties.items():
             props.put(k, v)
@@ -179,9 +179,6 @@ class IcebergCatalog:
         return CommitResult(ref, snapshot_id, len(files), sum(f.record_count for f in files))
 
     # ------------------------------------------------------------------ helpers
-
-    def _jstruct(self, schema: StructType) -> JavaObject:
-        return self._jtype(schema)
 
     def _jtype(self, dtype: Any) -> JavaObject:
         return self._jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())

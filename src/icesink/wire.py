@@ -13,7 +13,6 @@ from dataclasses import dataclass
 MAGIC = 0
 HEADER_SIZE = 5
 VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
-KEY_SCHEMA_ID_HEADER = "__key_schema_id"
 
 
 class WireFormatError(ValueError):
@@ -33,13 +32,6 @@ def parse(data: bytes) -> Framed:
         raise WireFormatError(f"magic byte is 0x{data[0]:02x}, not 0x00")
     (schema_id,) = struct.unpack(">I", data[1:HEADER_SIZE])
     return Framed(schema_id, data[HEADER_SIZE:])
-
-
-def schema_id_from_header(value: bytes | None) -> int | None:
-    """The schema id a `__value_schema_id` header carries, or None if it is not an integer id."""
-    if value is None or len(value) != HEADER_SIZE or value[0] != MAGIC:
-        return None
-    return int(struct.unpack(">I", value[1:])[0])
 
 
 def frame(schema_id: int, body: bytes) -> bytes:

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from icesink import avro_schema, wire
+
+
+def test_frame_round_trip() -> None:
+    data = wire.frame(1234567, b"body")
+    assert data[:5] == b"\x00\x00\x12\xd6\x87"
+    assert wire.parse(data) == wire.Framed(1234567, b"body")
+
+
+@pytest.mark.parametrize(
+    ("data", "why"), [(b"\x00\x00\x01", "shorter than the 5-byte"), (b"\x01\x00\x00\x00\x01x", "magic byte is 0x01")]
+)
+def test_not_framed(data: bytes, why: str) -> None:
+    with pytest.raises(wire.WireFormatError, match=why):
+        wire.parse(data)
+
+
+def test_reader_schema_gets_a_defaulted_sentinel_once() -> None:
+    writer = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    reader = json.loads(avro_schema.reader_with_sentinel(avro_schema.reader_with_sentinel(writer)))
+    assert [f["name"] for f in reader["fields"]] == ["a", avro_schema.SENTINEL]
+    assert reader["fields"][-1] == {"name": avro_schema.SENTINEL, "type": "boolean", "default": True}
+
+
+@pytest.mark.parametrize(("text", "why"), [('"string"', "not a record"), ("{nope", "not a JSON Avro schema")])
+def test_schemas_that_cannot_be_rows(text: str, why: str) -> None:
+    with pytest.raises(avro_schema.AvroSchemaError, match=why):
+        avro_schema.reader_with_sentinel(text)
