@@ -11,11 +11,11 @@ from typing import Any
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from icesink import dead_letters, faults, schema_diff
-from icesink.config import Config, Envelope, ErrorPolicy, ValueFormat
-from icesink.decode import ERROR, Decoder, bad_records, good_rows
+from icesink.config import Config, Envelope, ErrorPolicy, KeyFormat, ValueFormat
+from icesink.decode import ERROR, KEY, ROW, Decoder, bad_records, good_rows, no_error
 from icesink.decode.avro import AvroDecoder
 from icesink.decode.debezium import EnvelopeSpec
 from icesink.decode.json import JsonDecoder
@@ -23,11 +23,15 @@ from icesink.errors import DecodeError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.planning import PartitionRange, TablePlan, group_by_table, plan_table
-from icesink.registry import RegistrySettings, registry_for
+from icesink.registry import RegistrySettings, SchemaRegistry, registry_for
 from icesink.routing import TableRef, route
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
 log = logging.getLogger(__name__)
+_KEY_ROW = "__icesink_key_row"
+_KEY_ERROR = "__icesink_key_error"
+# What the planning aggregate collected of each decoder's plan column: ("value" | "key", topic) -> set.
+_Planned = dict[tuple[str, str], set[Any]]
 
 
 @dataclass
@@ -49,25 +53,38 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
     return F.col("offset") >= F.coalesce(floor, F.lit(0))
 
 
+def _registry(config: Config) -> SchemaRegistry:
+    reg = config.decode.registry
+    assert reg is not None  # the config validator guarantees it
+    cert = (reg.certificate_location, reg.key_location) if reg.certificate_location and reg.key_location else None
+    settings = RegistrySettings(
+        url=reg.url,
+        username=reg.username,
+        password=reg.password.get_secret_value() if reg.password else None,
+        verify=reg.ca_location or True,
+        cert=cert,
+        timeout_s=reg.timeout_s,
+        attempts=reg.attempts,
+    )
+    return registry_for(settings)
+
+
 def build_decoder(spark: SparkSession, config: Config) -> Decoder:
     envelope = None
     if config.decode.envelope is Envelope.DEBEZIUM:
         envelope = EnvelopeSpec(config.decode.operation_column, tuple(config.decode.source_columns))
     if config.decode.format is ValueFormat.AVRO:
-        reg = config.decode.registry
-        assert reg is not None  # the config validator guarantees it
-        cert = (reg.certificate_location, reg.key_location) if reg.certificate_location and reg.key_location else None
-        settings = RegistrySettings(
-            url=reg.url,
-            username=reg.username,
-            password=reg.password.get_secret_value() if reg.password else None,
-            verify=reg.ca_location or True,
-            cert=cert,
-            timeout_s=reg.timeout_s,
-            attempts=reg.attempts,
-        )
-        return AvroDecoder(registry_for(settings), envelope)
+        return AvroDecoder(_registry(config), envelope)
     return JsonDecoder(spark, envelope)
+
+
+def build_key_decoder(spark: SparkSession, config: Config) -> Decoder | None:
+    """The decoder of record keys, or None when keys are not decoded or are plain strings."""
+    if config.decode.key_format is KeyFormat.AVRO:
+        return AvroDecoder(_registry(config), src=KEY)
+    if config.decode.key_format is KeyFormat.JSON:
+        return JsonDecoder(spark, src=KEY)
+    return None
 
 
 class BatchHandler:
@@ -79,6 +96,7 @@ class BatchHandler:
         self._query_id = query_id
         self._catalog = IcebergCatalog(spark, config.catalog.name)
         self._decoder = build_decoder(spark, config)
+        self._key_decoder = build_key_decoder(spark, config)
         self._dead_letter_ref = TableRef(config.tables.namespace, config.decode.dead_letter_table)
         access, secret = config.s3.resolved_keys()
         self._storage = StorageSettings(
@@ -154,18 +172,19 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 1. plan
 
-    def _ranges(self, batch: DataFrame) -> tuple[list[PartitionRange], dict[str, set[Any]]]:
-        """One pass over the batch: offsets per topic-partition, and per topic the set of the
-        decoder's plan column (Avro: the schema ids), so decoding needs no scan of its own."""
+    def _ranges(self, batch: DataFrame) -> tuple[list[PartitionRange], _Planned]:
+        """One pass over the batch: offsets per topic-partition, and per topic the sets of the
+        decoders' plan columns (Avro: the schema ids), so decoding needs no scan of its own."""
         aggs = [F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n")]
-        extra = self._decoder.plan_column()
-        if extra is not None:
-            aggs.append(F.collect_set(extra).alias("planned"))
+        decoders = {"value": self._decoder, "key": self._key_decoder}
+        extra = {name: d.plan_column() for name, d in decoders.items() if d is not None}
+        aggs += [F.collect_set(col).alias(name) for name, col in extra.items() if col is not None]
         rows = batch.groupBy("topic", "partition").agg(*aggs).collect()
-        planned: dict[str, set[Any]] = {}
+        planned: _Planned = {}
         for r in rows:
-            if extra is not None:
-                planned.setdefault(r.topic, set()).update(bytes(v) for v in r.planned)
+            for name, col in extra.items():
+                if col is not None:
+                    planned.setdefault((name, r.topic), set()).update(bytes(v) for v in r[name])
         return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows], planned
 
     def _plan(self, ranges: list[PartitionRange]) -> list[tuple[TablePlan, JavaObject | None]]:
@@ -187,16 +206,53 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 2. decode
 
-    def _decode(
-        self, batch: DataFrame, plan: TablePlan, table: JavaObject | None, planned: dict[str, set[Any]]
-    ) -> _TableWork:
+    def _decode(self, batch: DataFrame, plan: TablePlan, table: JavaObject | None, planned: _Planned) -> _TableWork:
         records = batch.where(F.col("topic").isin(list(plan.topics)))
         records = records.where(keep_condition(dict(plan.keep_from)))
         current = self._catalog.spark_schema(table) if table is not None else StructType([])
-        seen = sorted(set().union(*(planned.get(t, set()) for t in plan.topics))) if planned else None
-        prepared = self._decoder.prepare(records, seen)
-        target = schema_diff.merged(current, prepared.schema)
-        return _TableWork(plan, table, target, prepared.parse(target))
+
+        def seen(name: str, decoder: Decoder) -> list[Any] | None:
+            if decoder.plan_column() is None:
+                return None
+            return sorted(set().union(*(planned.get((name, t), set()) for t in plan.topics)))
+
+        key_type: DataType | None = None
+        if self._key_decoder is not None:
+            records, key_type = self._decode_keys(records, current, seen("key", self._key_decoder))
+        elif self._config.decode.key_format is KeyFormat.STRING:
+            records = records.withColumn(_KEY_ROW, F.col("key").cast("string")).withColumn(_KEY_ERROR, no_error())
+            key_type = StringType()
+        prepared = self._decoder.prepare(records, seen("value", self._decoder))
+        batch_schema = prepared.schema
+        if key_type is not None:
+            batch_schema = StructType([*batch_schema.fields, StructField(self._config.decode.key_column, key_type)])
+        target = schema_diff.merged(current, batch_schema)
+        parsed = prepared.parse(target)
+        if key_type is not None:
+            # The key joins the row; a value error is reported before a key error.
+            parsed = parsed.withColumn(ROW, F.col(ROW).withField(self._config.decode.key_column, F.col(_KEY_ROW)))
+            parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), F.col(_KEY_ERROR))).drop(_KEY_ROW, _KEY_ERROR)
+        return _TableWork(plan, table, target, parsed)
+
+    def _decode_keys(
+        self, records: DataFrame, current: StructType, planned: list[Any] | None
+    ) -> tuple[DataFrame, DataType]:
+        """`records` with the decoded key and its error (stage `key ...`; a null key is no error)."""
+        assert self._key_decoder is not None
+        prepared = self._key_decoder.prepare(records, planned)
+        name = self._config.decode.key_column
+        have = current[name].dataType if name in current.fieldNames() else StructType([])
+        key_target = schema_diff.merged(have, prepared.schema) if isinstance(have, StructType) else prepared.schema
+        parsed = prepared.parse(key_target)
+        failed = F.col(ERROR)
+        labelled = F.struct(
+            F.concat(F.lit("key "), failed["stage"]).alias("stage"),
+            failed["error_class"].alias("error_class"),
+            failed["message"].alias("message"),
+        )
+        key_error = F.when(F.col("key").isNull() | failed.isNull(), no_error()).otherwise(labelled)
+        parsed = parsed.withColumn(_KEY_ERROR, key_error).withColumnRenamed(ROW, _KEY_ROW).drop(ERROR)
+        return parsed, key_target
 
     def _fail_on_bad_records(self, work: list[_TableWork], batch_id: int) -> None:
         for w in work:

@@ -152,6 +152,13 @@ class ValueFormat(StrEnum):
     AVRO = "avro"
 
 
+class KeyFormat(StrEnum):
+    NONE = "none"
+    STRING = "string"
+    JSON = "json"
+    AVRO = "avro"
+
+
 class Envelope(StrEnum):
     NONE = "none"
     DEBEZIUM = "debezium"
@@ -184,6 +191,11 @@ class DecodeConfig(_Section):
         description="a record that cannot be decoded: dead-letter it, or fail the batch",
     )
     dead_letter_table: str = Field("dead_letters", description="dead-letter table, in tables.namespace")
+    key_format: KeyFormat = Field(
+        KeyFormat.NONE,
+        description="none: keys go to dead letters only; string, json or avro (Confluent-framed): into key_column",
+    )
+    key_column: str = Field("_key", description="column of the decoded key (a struct for json and avro)")
     envelope: Envelope = Field(
         Envelope.NONE, description="debezium: rows from after/before, op as the operation column"
     )
@@ -193,7 +205,7 @@ class DecodeConfig(_Section):
         description="Debezium source fields kept as _source_<name> columns, e.g. [ts_ms, lsn, db, table]",
     )
 
-    @field_validator("dead_letter_table", "operation_column")
+    @field_validator("dead_letter_table", "operation_column", "key_column")
     @classmethod
     def _identifier(cls, v: str) -> str:
         if not _IDENTIFIER.match(v):
@@ -212,8 +224,9 @@ class SparkConfig(_Section):
 class Config(_Section):
     @model_validator(mode="after")
     def _avro_needs_registry(self) -> Config:
-        if self.decode.format is ValueFormat.AVRO and self.decode.registry is None:
-            raise ValueError("decode.registry is required when decode.format is avro")
+        avro = self.decode.format is ValueFormat.AVRO or self.decode.key_format is KeyFormat.AVRO
+        if avro and self.decode.registry is None:
+            raise ValueError("decode.registry is required when decode.format or decode.key_format is avro")
         return self
 
     job: JobConfig

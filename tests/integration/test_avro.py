@@ -197,3 +197,30 @@ def test_unreachable_registry_fails_the_batch_then_it_resumes(spark: SparkSessio
 
     run_job(spark, scenario)  # the registry is back (the real one): the same batch lands
     assert sorted(r.id for r in spark.sql(f"SELECT id FROM {scenario.table('refunds')}").collect()) == list(range(10))
+
+
+def test_avro_keys_are_decoded_into_the_key_column(spark: SparkSession, scenario: Scenario) -> None:
+    from confluent_kafka import Producer
+
+    from tests.conftest import KAFKA
+
+    topic = scenario.topic("accounts")
+    create_topics(topic, partitions=1)
+    key_schema = {"type": "record", "name": "AccountKey", "fields": [{"name": "account_id", "type": "long"}]}
+    key_ser = serializer(key_schema)
+    ctx = SerializationContext(topic, MessageField.KEY)
+    producer = Producer({"bootstrap.servers": KAFKA})
+    for i in range(4):
+        producer.produce(topic, key=key_ser({"account_id": 100 + i}, ctx), value=json.dumps({"balance": i}).encode())
+    producer.produce(topic, key=b"plain", value=json.dumps({"balance": 9}).encode())  # a key that is not framed
+    producer.produce(topic, key=None, value=json.dumps({"balance": 10}).encode())  # no key at all: fine
+    assert producer.flush(30) == 0
+
+    Job(spark, scenario.config(**{"decode.key_format": "avro", "decode.registry": {"url": REGISTRY_URL}})).run()
+
+    rows = spark.sql(
+        f"SELECT _key.account_id AS k, balance FROM {scenario.table('accounts')} ORDER BY balance"
+    ).collect()
+    assert [(r.k, r.balance) for r in rows] == [(100, 0), (101, 1), (102, 2), (103, 3), (None, 10)]
+    letters = spark.sql(f"SELECT offset, stage, key FROM icesink.{scenario.namespace}.dead_letters").collect()
+    assert [(r.offset, r.stage, bytes(r.key)) for r in letters] == [(4, "key header", b"plain")]

@@ -8,6 +8,7 @@ records go to the dead-letter table or fail the batch, by policy.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame
@@ -16,7 +17,19 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 ROW = "__icesink_row"
 ERROR = "__icesink_error"
-META = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Which part of a Kafka record a decoder reads: the value, or the key."""
+
+    column: str
+    schema_id_header: str  # where newer Confluent serializers put the schema id instead of the frame
+
+
+VALUE = Source("value", "__value_schema_id")
+KEY = Source("key", "__key_schema_id")
+
 ERROR_TYPE = StructType(
     [
         StructField("stage", StringType()),
@@ -31,7 +44,7 @@ class Prepared(Protocol):
     schema: StructType
 
     def parse(self, target: StructType) -> DataFrame:
-        """META columns + ROW (shaped as `target`: the table's schema after evolution) + ERROR."""
+        """The records' columns + ROW (shaped as `target`: the table's schema after evolution) + ERROR."""
         ...
 
 
@@ -54,10 +67,6 @@ def error(stage: str, error_class: str, message: Column | str) -> Column:
 
 def no_error() -> Column:
     return F.lit(None).cast(ERROR_TYPE)
-
-
-def meta() -> list[Column]:
-    return [F.col(c) for c in META]
 
 
 def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:

@@ -20,12 +20,12 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
 
 from icesink import avro_schema, wire
-from icesink.decode import ERROR, ROW, debezium, error, meta, no_error, semantic
+from icesink.decode import ERROR, ROW, VALUE, Source, debezium, error, no_error, semantic
 from icesink.decode.debezium import EnvelopeSpec
 from icesink.errors import SchemaNotFoundError
 from icesink.registry import SchemaRegistry
 from icesink.schema_diff import conflicts, merged
-from icesink.wire import VALUE_SCHEMA_ID_HEADER, frame
+from icesink.wire import frame
 
 log = logging.getLogger(__name__)
 _AVRO = "__icesink_avro"
@@ -36,22 +36,23 @@ def _zero() -> Column:
     return F.unhex(F.lit("00"))
 
 
-def _in_header() -> Column:
+def _in_header(src: Source) -> Column:
     # Headers are looked at only when a record has some: the filter lambda is not free.
-    hid = F.expr(f"element_at(filter(headers, h -> h.key = '{VALUE_SCHEMA_ID_HEADER}'), 1).value")
+    hid = F.expr(f"element_at(filter(headers, h -> h.key = '{src.schema_id_header}'), 1).value")
     has = (F.size("headers") > 0) & hid.isNotNull() & (F.length(hid) == 5) & (F.substring(hid, 1, 1) == _zero())
     return F.when(has, hid)
 
 
-def frame_key() -> Column:
-    """The 5 bytes naming the writer schema (0x00 + big-endian id), from the `__value_schema_id`
-    header if present, else from the payload; null when the record carries neither."""
-    framed = (F.length("value") >= 5) & (F.substring("value", 1, 1) == _zero())
-    return F.coalesce(_in_header(), F.when(framed, F.substring("value", 1, 5)))
+def frame_key(src: Source = VALUE) -> Column:
+    """The 5 bytes naming the writer schema (0x00 + big-endian id), from the schema-id header if
+    present, else from the payload; null when the record carries neither."""
+    data = F.col(src.column)
+    framed = (F.length(data) >= 5) & (F.substring(data, 1, 1) == _zero())
+    return F.coalesce(_in_header(src), F.when(framed, F.substring(data, 1, 5)))
 
 
-def body() -> Column:
-    return F.when(_in_header().isNotNull(), F.col("value")).otherwise(F.expr("substring(value, 6)"))
+def body(src: Source = VALUE) -> Column:
+    return F.when(_in_header(src).isNotNull(), F.col(src.column)).otherwise(F.expr(f"substring({src.column}, 6)"))
 
 
 def align(col: Column, source: DataType, target: DataType) -> Column:
@@ -92,9 +93,11 @@ class PreparedAvro:
         writers: list[_Writer],
         unusable: dict[int, tuple[str, str, str]],
         envelope: EnvelopeSpec | None,
+        src: Source,
     ) -> None:
         self._records = records
         self._envelope = envelope
+        self._src = src
         self._writers = writers
         self._unusable = unusable
         self.schema = StructType([])
@@ -105,14 +108,16 @@ class PreparedAvro:
         """One pass: each record is decoded by the from_avro of its own writer schema (a CASE on
         the frame key evaluates only the matching branch); no union, no rescan per schema."""
         key = F.col(_KEY)
-        records = self._records.withColumn(_KEY, frame_key())
+        columns = self._records.columns
+        records = self._records.withColumn(_KEY, frame_key(self._src))
         decoded = []
         for i, w in enumerate(self._writers):
-            avro = from_avro(body(), w.writer, {"mode": "PERMISSIVE", "avroSchema": w.reader})
+            avro = from_avro(body(self._src), w.writer, {"mode": "PERMISSIVE", "avroSchema": w.reader})
             decoded.append(F.when(key == F.lit(frame(w.schema_id, b"")), avro).alias(f"{_AVRO}{i}"))
-        step = records.select(*meta(), _KEY, *decoded)
+        step = records.select(*columns, _KEY, *decoded)
         reason = F.when(
-            F.col("value").isNull(), error("decode", "NullValue", "null value (tombstone) for an append-only table")
+            F.col(self._src.column).isNull(),
+            error("decode", "NullValue", f"null {self._src.column} (tombstone) for an append-only table"),
         )
         reason = reason.when(key.isNull(), error("header", "NotConfluentFramed", "no 0x00 magic byte and schema id"))
         row = F.lit(None).cast(target)
@@ -124,7 +129,7 @@ class PreparedAvro:
         for sid, (stage, cls, msg) in self._unusable.items():
             reason = reason.when(key == F.lit(frame(sid, b"")), error(stage, cls, msg))
         reason = reason.otherwise(error("schema", "UnexpectedSchemaId", "schema id not seen while planning the batch"))
-        return step.select(*meta(), row.alias(ROW), reason.alias(ERROR))
+        return step.select(*columns, row.alias(ROW), reason.alias(ERROR))
 
     def _decoded(self, col: Column, w: _Writer, target: StructType) -> tuple[Column, Column]:
         """The row and the error of records decoded with writer `w`."""
@@ -148,16 +153,17 @@ class PreparedAvro:
 
 
 class AvroDecoder:
-    def __init__(self, registry: SchemaRegistry, envelope: EnvelopeSpec | None = None) -> None:
+    def __init__(self, registry: SchemaRegistry, envelope: EnvelopeSpec | None = None, src: Source = VALUE) -> None:
         self._registry = registry
         self._envelope = envelope
+        self._src = src
 
     def plan_column(self) -> Column:
-        return frame_key()
+        return frame_key(self._src)
 
     def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> PreparedAvro:
         if planned is None:
-            planned = [r[0] for r in records.select(frame_key()).distinct().collect()]
+            planned = [r[0] for r in records.select(frame_key(self._src)).distinct().collect()]
         ids = sorted({wire.parse(bytes(k)).schema_id for k in planned if k is not None})
         writers: list[_Writer] = []
         unusable: dict[int, tuple[str, str, str]] = {}
@@ -179,7 +185,7 @@ class AvroDecoder:
             except avro_schema.AvroSchemaError as e:
                 unusable[sid] = ("schema", "UnsupportedSchema", f"schema {sid}: {e}")
                 continue
-            probe = records.select(from_avro(body(), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
+            probe = records.select(from_avro(body(self._src), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
             raw = probe.schema[_AVRO].dataType
             assert isinstance(raw, StructType)
             semantics = semantic.semantic_paths(found.schema)
@@ -194,4 +200,4 @@ class AvroDecoder:
                     continue
             writers.append(_Writer(sid, found.schema, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
-        return PreparedAvro(records, writers, unusable, self._envelope)
+        return PreparedAvro(records, writers, unusable, self._envelope, self._src)

@@ -13,7 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
-from icesink.decode import ERROR, ROW, debezium, error, meta, no_error
+from icesink.decode import ERROR, ROW, VALUE, Source, debezium, error, no_error
 from icesink.decode.debezium import EnvelopeSpec
 from icesink.jvm import jsession, jvm
 from icesink.schema_diff import CORRUPT_COLUMN, parse_schema
@@ -22,29 +22,31 @@ _ENVELOPE = "__icesink_envelope"
 _PARSE_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT_COLUMN}
 
 
-def _text() -> Column:
-    framed = (F.length("value") >= 5) & (F.substring("value", 1, 1) == F.unhex(F.lit("00")))
-    return F.when(framed, F.expr("substring(value, 6)")).otherwise(F.col("value")).cast("string")
+def _text(src: Source) -> Column:
+    data = F.col(src.column)
+    framed = (F.length(data) >= 5) & (F.substring(data, 1, 1) == F.unhex(F.lit("00")))
+    return F.when(framed, F.expr(f"substring({src.column}, 6)")).otherwise(data).cast("string")
 
 
 class PreparedJson:
-    def __init__(self, records: DataFrame, inferred: StructType, envelope: EnvelopeSpec | None) -> None:
+    def __init__(self, records: DataFrame, inferred: StructType, envelope: EnvelopeSpec | None, src: Source) -> None:
         self._records = records
+        self._src = src
         self._inferred = inferred
         self._envelope = envelope
         self.schema = debezium.row_type(inferred, envelope) if envelope is not None else inferred
 
     def parse(self, target: StructType) -> DataFrame:
         if self._envelope is None:
-            row = F.from_json(_text(), parse_schema(target), _PARSE_OPTIONS)
-            parsed = self._records.select(*meta(), row.alias(ROW))
-            return parsed.withColumn(ERROR, _reason(ROW, no_error()))
+            row = F.from_json(_text(self._src), parse_schema(target), _PARSE_OPTIONS)
+            parsed = self._records.withColumn(ROW, row)
+            return parsed.withColumn(ERROR, _reason(self._src, ROW, no_error()))
         # before/after are parsed straight as the target's row columns: no cast needed after.
         env_type = debezium.envelope_parse_type(self._inferred, target, self._envelope)
-        env = F.from_json(_text(), parse_schema(env_type), _PARSE_OPTIONS)
-        parsed = self._records.select(*meta(), env.alias(_ENVELOPE))
+        env = F.from_json(_text(self._src), parse_schema(env_type), _PARSE_OPTIONS)
+        parsed = self._records.withColumn(_ENVELOPE, env)
         row = debezium.row(F.col(_ENVELOPE), env_type, target, self._envelope, _as_is)
-        reason = _reason(_ENVELOPE, debezium.envelope_error(F.col(_ENVELOPE), env_type))
+        reason = _reason(self._src, _ENVELOPE, debezium.envelope_error(F.col(_ENVELOPE), env_type))
         return parsed.withColumn(ROW, row).withColumn(ERROR, reason).drop(_ENVELOPE)
 
 
@@ -52,10 +54,11 @@ def _as_is(col: Column, source: DataType, target: DataType) -> Column:
     return col if source == target else col.cast(target)
 
 
-def _reason(parsed: str, ok: Column) -> Column:
+def _reason(src: Source, parsed: str, ok: Column) -> Column:
     corrupt = F.col(f"{parsed}.{CORRUPT_COLUMN}")
+    tombstone = f"null {src.column} (tombstone) for an append-only table"
     return (
-        F.when(F.col("value").isNull(), error("decode", "NullValue", "null value (tombstone) for an append-only table"))
+        F.when(F.col(src.column).isNull(), error("decode", "NullValue", tombstone))
         .when(F.col(parsed).isNull(), error("decode", "EmptyValue", "empty value"))
         .when(corrupt.isNull(), ok)
         .when(F.try_parse_json(corrupt).isNull(), error("decode", "JsonParseError", "not valid JSON"))
@@ -65,20 +68,20 @@ def _reason(parsed: str, ok: Column) -> Column:
 
 
 class JsonDecoder:
-    def __init__(self, spark: SparkSession, envelope: EnvelopeSpec | None = None) -> None:
+    def __init__(self, spark: SparkSession, envelope: EnvelopeSpec | None = None, src: Source = VALUE) -> None:
         self._spark = spark
         self._envelope = envelope
+        self._src = src
 
     def plan_column(self) -> None:
         return None
 
     def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> PreparedJson:
-        strings = records.where(F.col("value").isNotNull()).select(_text())._jdf
+        strings = records.where(F.col(self._src.column).isNotNull()).select(_text(self._src))._jdf
         dataset = getattr(strings, "as")(jvm(self._spark).org.apache.spark.sql.Encoders.STRING())
         reader = jsession(self._spark).read()
         for k, v in _PARSE_OPTIONS.items():
             reader = reader.option(k, v)
         inferred = StructType.fromJson(json.loads(reader.json(dataset).schema().json()))
-        return PreparedJson(
-            records, StructType([f for f in inferred.fields if f.name != CORRUPT_COLUMN]), self._envelope
-        )
+        fields = [f for f in inferred.fields if f.name != CORRUPT_COLUMN]
+        return PreparedJson(records, StructType(fields), self._envelope, self._src)
