@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -27,8 +28,31 @@ VALUE = {
             "type": ["null", {"type": "long", "connect.name": "io.debezium.time.MicroTimestamp"}],
             "default": None,
         },
+        {
+            "name": "balance",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "VariableScaleDecimal",
+                    "namespace": "io.debezium.data",
+                    "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+                    "connect.name": "io.debezium.data.VariableScaleDecimal",
+                },
+            ],
+            "default": None,
+        },
     ],
 }
+
+
+def variable_decimal(text: str) -> dict[str, Any]:
+    d = Decimal(text)
+    scale = -int(d.as_tuple().exponent)
+    unscaled = int(d.scaleb(scale))
+    return {"scale": scale, "value": unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)}
+
+
 SOURCE = {
     "type": "record",
     "name": "Source",
@@ -100,9 +124,12 @@ def test_debezium_avro_changes_land_as_a_changelog(spark: SparkSession, scenario
         (dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
         / dt.timedelta(microseconds=1)
     )
-    events[1]["after"] = {**events[1]["after"], "born": born, "seen": seen}
+    events[1]["after"] = {**events[1]["after"], "born": born, "seen": seen, "balance": variable_decimal("12345.678")}
+    events[3]["after"] = {**events[3]["after"], "balance": variable_decimal("-0.05")}
     values = avro_values(topic, ENVELOPE, events)
-    produce(topic, [*values, avro_values(topic, ENVELOPE, [event(9, "x", None, {"id": 9, "email": "?"})])[0]])
+    bad_op = event(9, "x", None, {"id": 9, "email": "?"})
+    too_precise = event(10, "c", None, {"id": 10, "email": "?", "balance": variable_decimal("1." + "1" * 25)})
+    produce(topic, [*values, *avro_values(topic, ENVELOPE, [bad_op, too_precise])])
 
     Job(spark, scenario.config(**config(scenario, "avro"))).run()
 
@@ -113,8 +140,16 @@ def test_debezium_avro_changes_land_as_a_changelog(spark: SparkSession, scenario
     assert types["seen"] == "timestamp_ntz"
     special = spark.sql(f"SELECT born, seen FROM {table} WHERE born IS NOT NULL").collect()
     assert [(r.born, r.seen) for r in special] == [(dt.date(1990, 5, 17), dt.datetime(2024, 1, 2, 3, 4, 5, 123456))]
-    letter = spark.sql(f"SELECT offset, error_message FROM icesink.{scenario.namespace}.dead_letters").collect()
-    assert [(r.offset, r.error_message) for r in letter] == [(5, "unknown op x")]
+    assert types["balance"] == "decimal(38,18)"
+    balances = spark.sql(
+        f"SELECT id, _op, balance FROM {table} WHERE balance IS NOT NULL ORDER BY _source_lsn"
+    ).collect()
+    assert [(r.id, r._op, r.balance) for r in balances] == [(2, "I", Decimal("12345.678")), (2, "U", Decimal("-0.05"))]
+    letters = spark.sql(f"SELECT offset, error_class, error_message FROM icesink.{scenario.namespace}.dead_letters")
+    assert sorted((r.offset, r.error_class, r.error_message) for r in letters.collect()) == [
+        (5, "DebeziumEnvelopeError", "unknown op x"),
+        (6, "DecimalOverflow", "a VariableScaleDecimal does not fit decimal(38, 18)"),
+    ]
 
 
 def test_debezium_json_with_schema_and_payload(spark: SparkSession, scenario: Scenario) -> None:

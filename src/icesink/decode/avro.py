@@ -145,6 +145,10 @@ class PreparedAvro:
         value, value_type = col, with_sentinel
         if w.semantics:
             value, value_type = semantic.convert(col, w.raw, w.semantics), w.decoded
+            overflow = semantic.conversion_failed(col, value, w.semantics)
+            if overflow is not None:
+                too_big = error("convert", "DecimalOverflow", "a VariableScaleDecimal does not fit decimal(38, 18)")
+                reason = reason.when(overflow, too_big)
         if self._envelope is not None:
             return debezium.row(value, value_type, target, self._envelope, align), reason.otherwise(
                 debezium.envelope_error(value, value_type)

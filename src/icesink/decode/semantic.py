@@ -9,7 +9,9 @@ what each becomes; `convert` is the Spark expression that does it after from_avr
   io.debezium.time.NanoTimestamp     long nanos         -> timestamp without zone
   io.debezium.time.ZonedTimestamp    ISO-8601 string    -> timestamp with zone
   io.debezium.time.Time / MicroTime  millis / micros    -> long micros of the day (Spark has no time type)
-Others (e.g. VariableScaleDecimal, a struct of scale and unscaled bytes) are kept as they come.
+  io.debezium.data.VariableScaleDecimal  {scale, two's-complement bytes} -> decimal(38, 18), exactly:
+                                     a value with more digits than that does not round, it fails
+                                     (`conversion_failed`) and its record becomes a dead letter.
 """
 
 from __future__ import annotations
@@ -20,9 +22,63 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType, DateType, LongType, StructType, TimestampNTZType, TimestampType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DateType,
+    DecimalType,
+    LongType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 Path = tuple[str, ...]
+
+VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+VARIABLE_DECIMAL_TYPE = DecimalType(38, 18)
+
+
+def _let(value: Column, body: Callable[[Column], Column]) -> Column:
+    """`body(value)` with `value` computed once: Spark SQL has no LET, a one-element array does."""
+    return F.transform(F.array(value), body)[0]
+
+
+def _variable_decimal(c: Column) -> Column:
+    """Exact: the unscaled bytes become decimal digits, the scale a decimal point, then one cast
+    that yields null instead of rounding when the number does not fit decimal(38, 18)."""
+
+    def from_bytes(value: Column, scale: Column) -> Column:
+        negative = F.substring(value, 1, 1) >= F.unhex(F.lit("80"))
+
+        def step(acc: Column, i: Column) -> Column:
+            b = F.conv(F.hex(F.substring(value, i, F.lit(1))), 16, 10).cast("int")
+            b = F.when(negative, 255 - b).otherwise(b)  # two's complement: -x = ~x + 1
+            return F.try_add(F.try_multiply(acc, F.lit(256)), b).cast("decimal(38,0)")
+
+        digits = F.aggregate(F.sequence(F.lit(1), F.length(value)), F.lit(0).cast("decimal(38,0)"), step)
+        magnitude = _let(digits, lambda d: F.when(negative, F.try_add(d, F.lit(1))).otherwise(d).cast("string"))
+        # lpad also truncates: never shorter than the digits themselves.
+        text = _let(magnitude, lambda m: F.lpad(m, F.greatest(F.length(m), scale + 1), "0"))
+        return _let(text, lambda t: _place_point(t, scale, negative))
+
+    return F.when(c.isNull(), F.lit(None).cast(VARIABLE_DECIMAL_TYPE)).otherwise(from_bytes(c["value"], c["scale"]))
+
+
+def _place_point(text: Column, scale: Column, negative: Column) -> Column:
+    point = F.length(text) - scale
+    literal = F.concat(
+        F.when(negative, F.lit("-")).otherwise(F.lit("")),
+        F.substring(text, F.lit(1), point),
+        F.lit("."),
+        F.substring(text, point + 1, F.lit(40)),
+    )
+    # A cast to a smaller scale rounds; only digits beyond scale 18 that are all zero may go.
+    extra = scale - VARIABLE_DECIMAL_TYPE.scale
+    dropped = F.substring(text, F.length(text) - extra + 1, extra)
+    exact = (extra <= 0) | F.regexp_like(dropped, F.lit("^0*$"))
+    return F.when(exact, literal.try_cast(VARIABLE_DECIMAL_TYPE))
+
 
 _CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
     "io.debezium.time.Date": (DateType(), lambda c: F.date_from_unix_date(c)),
@@ -35,6 +91,7 @@ _CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
     "io.debezium.time.ZonedTimestamp": (TimestampType(), lambda c: F.to_timestamp(c)),
     "io.debezium.time.Time": (LongType(), lambda c: c.cast("long") * 1000),
     "io.debezium.time.MicroTime": (LongType(), lambda c: c.cast("long")),
+    VARIABLE_DECIMAL: (VARIABLE_DECIMAL_TYPE, _variable_decimal),
 }
 
 
@@ -81,6 +138,25 @@ def converted_type(dtype: DataType, paths: dict[Path, str], path: Path = ()) -> 
     if isinstance(dtype, ArrayType):
         return ArrayType(converted_type(dtype.elementType, paths, path), dtype.containsNull)
     return dtype
+
+
+def conversion_failed(raw: Column, converted: Column, paths: dict[Path, str]) -> Column | None:
+    """True where a value that must convert exactly (VariableScaleDecimal) did not fit: present in
+    `raw` (as from_avro yields it), null in `converted`. None when the schema has no such field."""
+    checks = []
+    for path, name in paths.items():
+        if name != VARIABLE_DECIMAL or not path:
+            continue
+        before, after = raw, converted
+        for part in path:
+            before, after = before[part], after[part]
+        checks.append(before.isNotNull() & after.isNull())
+    if not checks:
+        return None
+    out = checks[0]
+    for c in checks[1:]:
+        out = out | c
+    return F.coalesce(out, F.lit(False))
 
 
 def convert(col: Column, dtype: DataType, paths: dict[Path, str], path: Path = ()) -> Column:
