@@ -34,9 +34,12 @@ class RegistrySettings:
     max_backoff_s: float = 8.0
 
 
+SchemaRef = int | str  # an integer id, or a GUID
+
+
 @dataclass(frozen=True)
 class RegisteredSchema:
-    schema_id: int
+    schema_id: SchemaRef
     schema_type: str  # AVRO, JSON or PROTOBUF
     schema: str
 
@@ -50,10 +53,11 @@ class SchemaRegistry:
         self._session.verify = settings.verify
         if settings.cert:
             self._session.cert = settings.cert
-        self._cache: dict[int, RegisteredSchema] = {}
+        self._cache: dict[SchemaRef, RegisteredSchema] = {}
         self._lock = threading.Lock()
 
-    def schema(self, schema_id: int) -> RegisteredSchema:
+    def schema(self, schema_id: SchemaRef) -> RegisteredSchema:
+        """By integer id (`/schemas/ids/{id}`) or by GUID (`/schemas/guids/{guid}`)."""
         with self._lock:
             hit = self._cache.get(schema_id)
         if hit is not None:
@@ -63,7 +67,7 @@ class SchemaRegistry:
             self._cache[schema_id] = found
         return found
 
-    def _fetch(self, schema_id: int) -> RegisteredSchema:
+    def _fetch(self, schema_id: SchemaRef) -> RegisteredSchema:
         s = self._s
         fetch = retry(
             retry=retry_if_exception_type(_TransientError),
@@ -72,7 +76,8 @@ class SchemaRegistry:
             reraise=True,
         )(self._get)
         try:
-            body = fetch(f"{s.url.rstrip('/')}/schemas/ids/{schema_id}")
+            kind = "guids" if isinstance(schema_id, str) else "ids"
+            body = fetch(f"{s.url.rstrip('/')}/schemas/{kind}/{schema_id}")
         except _TransientError as e:
             raise RegistryUnavailableError(
                 f"schema registry {s.url} unavailable after {s.attempts} attempts fetching schema id {schema_id}: {e}"

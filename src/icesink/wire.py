@@ -1,17 +1,20 @@
 """The Confluent wire format: byte 0 = 0x00, bytes 1-4 = big-endian schema id, then the body. Pure.
 
-Newer Confluent serializers may instead carry the schema id in a record header
-(`__value_schema_id` / `__key_schema_id`); then the value is the bare body. Here the header form
-with a 4-byte integer id (prefixed by 0x00, as in the payload) is understood.
+Newer Confluent serializers may instead carry the schema in a record header (`__value_schema_id`
+/ `__key_schema_id`) and leave the value a bare body: 0x01 + the schema's 16-byte GUID, or 0x00 +
+a 4-byte id. Both are understood.
 """
 
 from __future__ import annotations
 
 import struct
+import uuid
 from dataclasses import dataclass
 
 MAGIC = 0
+GUID_MAGIC = 1
 HEADER_SIZE = 5
+GUID_HEADER_SIZE = 17
 VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
 
 
@@ -32,6 +35,15 @@ def parse(data: bytes) -> Framed:
         raise WireFormatError(f"magic byte is 0x{data[0]:02x}, not 0x00")
     (schema_id,) = struct.unpack(">I", data[1:HEADER_SIZE])
     return Framed(schema_id, data[HEADER_SIZE:])
+
+
+def schema_ref(key: bytes) -> int | str:
+    """The schema a frame key names: an integer id (0x00 + 4 bytes) or a GUID (0x01 + 16 bytes)."""
+    if len(key) == HEADER_SIZE and key[0] == MAGIC:
+        return int(struct.unpack(">I", key[1:])[0])
+    if len(key) == GUID_HEADER_SIZE and key[0] == GUID_MAGIC:
+        return str(uuid.UUID(bytes=key[1:]))
+    raise WireFormatError(f"{len(key)} byte(s) starting 0x{key[:1].hex() or '-'}: neither a schema id nor a GUID")
 
 
 def frame(schema_id: int, body: bytes) -> bytes:

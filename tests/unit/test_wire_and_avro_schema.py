@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -32,3 +33,11 @@ def test_reader_schema_gets_a_defaulted_sentinel_once() -> None:
 def test_schemas_that_cannot_be_rows(text: str, why: str) -> None:
     with pytest.raises(avro_schema.AvroSchemaError, match=why):
         avro_schema.reader_with_sentinel(text)
+
+
+def test_schema_refs_from_frame_keys() -> None:
+    assert wire.schema_ref(b"\x00\x00\x00\x01\x00") == 256
+    guid = "0f8fad5b-d9cb-469f-a165-70867728950e"
+    assert wire.schema_ref(b"\x01" + uuid.UUID(guid).bytes) == guid
+    with pytest.raises(wire.WireFormatError, match="neither a schema id nor a GUID"):
+        wire.schema_ref(b"\x01\x00\x00\x00\x01")

@@ -25,7 +25,6 @@ from icesink.decode.debezium import EnvelopeSpec
 from icesink.errors import SchemaNotFoundError
 from icesink.registry import SchemaRegistry
 from icesink.schema_diff import conflicts, merged
-from icesink.wire import frame
 
 log = logging.getLogger(__name__)
 _AVRO = "__icesink_avro"
@@ -39,13 +38,14 @@ def _zero() -> Column:
 def _in_header(src: Source) -> Column:
     # Headers are looked at only when a record has some: the filter lambda is not free.
     hid = F.expr(f"element_at(filter(headers, h -> h.key = '{src.schema_id_header}'), 1).value")
-    has = (F.size("headers") > 0) & hid.isNotNull() & (F.length(hid) == 5) & (F.substring(hid, 1, 1) == _zero())
-    return F.when(has, hid)
+    as_id = (F.length(hid) == wire.HEADER_SIZE) & (F.substring(hid, 1, 1) == _zero())
+    as_guid = (F.length(hid) == wire.GUID_HEADER_SIZE) & (F.substring(hid, 1, 1) == F.unhex(F.lit("01")))
+    return F.when((F.size("headers") > 0) & hid.isNotNull() & (as_id | as_guid), hid)
 
 
 def frame_key(src: Source = VALUE) -> Column:
-    """The 5 bytes naming the writer schema (0x00 + big-endian id), from the schema-id header if
-    present, else from the payload; null when the record carries neither."""
+    """The bytes naming the writer schema: the schema-id header if present (0x00 + 4-byte id, or
+    0x01 + 16-byte GUID), else the payload's first 5 bytes; null when the record carries neither."""
     data = F.col(src.column)
     framed = (F.length(data) >= 5) & (F.substring(data, 1, 1) == _zero())
     return F.coalesce(_in_header(src), F.when(framed, F.substring(data, 1, 5)))
@@ -77,7 +77,8 @@ def align(col: Column, source: DataType, target: DataType) -> Column:
 
 @dataclass(frozen=True)
 class _Writer:
-    schema_id: int
+    key: bytes  # the frame key that names this writer schema
+    schema_id: int | str
     writer: str
     reader: str
     struct: StructType  # the row type (for envelopes: after/before + operation and source columns)
@@ -91,7 +92,7 @@ class PreparedAvro:
         self,
         records: DataFrame,
         writers: list[_Writer],
-        unusable: dict[int, tuple[str, str, str]],
+        unusable: dict[bytes, tuple[str, str, str]],
         envelope: EnvelopeSpec | None,
         src: Source,
     ) -> None:
@@ -113,7 +114,7 @@ class PreparedAvro:
         decoded = []
         for i, w in enumerate(self._writers):
             avro = from_avro(body(self._src), w.writer, {"mode": "PERMISSIVE", "avroSchema": w.reader})
-            decoded.append(F.when(key == F.lit(frame(w.schema_id, b"")), avro).alias(f"{_AVRO}{i}"))
+            decoded.append(F.when(key == F.lit(w.key), avro).alias(f"{_AVRO}{i}"))
         step = records.select(*columns, _KEY, *decoded)
         reason = F.when(
             F.col(self._src.column).isNull(),
@@ -122,12 +123,12 @@ class PreparedAvro:
         reason = reason.when(key.isNull(), error("header", "NotConfluentFramed", "no 0x00 magic byte and schema id"))
         row = F.lit(None).cast(target)
         for i, w in enumerate(self._writers):
-            is_w = key == F.lit(frame(w.schema_id, b""))
+            is_w = key == F.lit(w.key)
             w_row, w_reason = self._decoded(F.col(f"{_AVRO}{i}"), w, target)
             reason = reason.when(is_w, w_reason)
             row = F.when(is_w, w_row).otherwise(row)
-        for sid, (stage, cls, msg) in self._unusable.items():
-            reason = reason.when(key == F.lit(frame(sid, b"")), error(stage, cls, msg))
+        for frame_key_bytes, (stage, cls, msg) in self._unusable.items():
+            reason = reason.when(key == F.lit(frame_key_bytes), error(stage, cls, msg))
         reason = reason.otherwise(error("schema", "UnexpectedSchemaId", "schema id not seen while planning the batch"))
         return step.select(*columns, row.alias(ROW), reason.alias(ERROR))
 
@@ -168,17 +169,18 @@ class AvroDecoder:
     def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> PreparedAvro:
         if planned is None:
             planned = [r[0] for r in records.select(frame_key(self._src)).distinct().collect()]
-        ids = sorted({wire.parse(bytes(k)).schema_id for k in planned if k is not None})
+        keys = sorted({bytes(k) for k in planned if k is not None})
         writers: list[_Writer] = []
-        unusable: dict[int, tuple[str, str, str]] = {}
-        for sid in ids:
+        unusable: dict[bytes, tuple[str, str, str]] = {}
+        for k in keys:
+            sid = wire.schema_ref(k)
             try:
                 found = self._registry.schema(sid)  # RegistryUnavailableError propagates: the batch fails
             except SchemaNotFoundError as e:
-                unusable[sid] = ("schema", "SchemaNotFound", str(e))
+                unusable[k] = ("schema", "SchemaNotFound", str(e))
                 continue
             if found.schema_type.upper() != "AVRO":
-                unusable[sid] = (
+                unusable[k] = (
                     "schema",
                     "UnsupportedSchemaType",
                     f"schema {sid} is {found.schema_type}, not AVRO",
@@ -187,7 +189,7 @@ class AvroDecoder:
             try:
                 reader = avro_schema.reader_with_sentinel(found.schema)
             except avro_schema.AvroSchemaError as e:
-                unusable[sid] = ("schema", "UnsupportedSchema", f"schema {sid}: {e}")
+                unusable[k] = ("schema", "UnsupportedSchema", f"schema {sid}: {e}")
                 continue
             probe = records.select(from_avro(body(self._src), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
             raw = probe.schema[_AVRO].dataType
@@ -200,8 +202,8 @@ class AvroDecoder:
                 try:
                     struct = debezium.row_type(decoded, self._envelope)
                 except debezium.EnvelopeError as e:
-                    unusable[sid] = ("schema", "NotAnEnvelope", f"schema {sid}: {e}")
+                    unusable[k] = ("schema", "NotAnEnvelope", f"schema {sid}: {e}")
                     continue
-            writers.append(_Writer(sid, found.schema, reader, struct, decoded, semantics, raw))
+            writers.append(_Writer(k, sid, found.schema, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
         return PreparedAvro(records, writers, unusable, self._envelope, self._src)
