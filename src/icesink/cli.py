@@ -36,7 +36,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
         cause = job.handler.failure
         if isinstance(cause, IcesinkError):
             raise cause from None
-        raise IcesinkError(f"streaming query {config.job.name!r} failed: {cause or e}") from None
+        message = f"streaming query {config.job.name!r} failed: {cause or e}"
+        if "Some data may have been lost" in message:
+            message += (
+                f"\nhint: topics in the checkpoint are gone (deleted, aged out, or no longer matched by "
+                f"kafka.subscribe_pattern). The tables hold their own offsets, so moving the checkpoint "
+                f"{config.job.checkpoint_location} aside and starting again adds no duplicate."
+            )
+        raise IcesinkError(message) from None
     return 0
 
 

@@ -62,7 +62,9 @@ class JobConfig(_Section):
 
 class KafkaConfig(_Section):
     bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
-    subscribe_pattern: str = Field(description="Java regex of the topics to read (subscribePattern)")
+    subscribe_pattern: str = Field(
+        description="Java regex of the topics to read (subscribePattern); anchor it with ^...$"
+    )
     starting_offsets: str = Field(
         "earliest", description="earliest, latest or a JSON offsets spec, for a new checkpoint"
     )
