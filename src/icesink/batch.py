@@ -14,16 +14,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from icesink import dead_letters, faults, schema_diff
-from icesink.config import Config, Envelope, ErrorPolicy, KeyFormat, ValueFormat
-from icesink.decode import ERROR, KEY, ROW, Decoder, bad_records, good_rows, no_error
-from icesink.decode.avro import AvroDecoder
-from icesink.decode.debezium import EnvelopeSpec
-from icesink.decode.json import JsonDecoder
+from icesink.config import Config, ErrorPolicy, KeyFormat
+from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
+from icesink.decode.build import build_decoder, build_key_decoder
 from icesink.errors import DecodeError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.planning import PartitionRange, TablePlan, group_by_table, plan_table
-from icesink.registry import RegistrySettings, SchemaRegistry, registry_for
 from icesink.routing import TableRef, route
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
@@ -51,40 +48,6 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
         pairs += [F.lit(f"{tp.topic}:{tp.partition}"), F.lit(off)]
     floor = F.element_at(F.create_map(*pairs), F.concat_ws(":", F.col("topic"), F.col("partition").cast("string")))
     return F.col("offset") >= F.coalesce(floor, F.lit(0))
-
-
-def _registry(config: Config) -> SchemaRegistry:
-    reg = config.decode.registry
-    assert reg is not None  # the config validator guarantees it
-    cert = (reg.certificate_location, reg.key_location) if reg.certificate_location and reg.key_location else None
-    settings = RegistrySettings(
-        url=reg.url,
-        username=reg.username,
-        password=reg.password.get_secret_value() if reg.password else None,
-        verify=reg.ca_location or True,
-        cert=cert,
-        timeout_s=reg.timeout_s,
-        attempts=reg.attempts,
-    )
-    return registry_for(settings)
-
-
-def build_decoder(spark: SparkSession, config: Config) -> Decoder:
-    envelope = None
-    if config.decode.envelope is Envelope.DEBEZIUM:
-        envelope = EnvelopeSpec(config.decode.operation_column, tuple(config.decode.source_columns))
-    if config.decode.format is ValueFormat.AVRO:
-        return AvroDecoder(_registry(config), envelope)
-    return JsonDecoder(spark, envelope)
-
-
-def build_key_decoder(spark: SparkSession, config: Config) -> Decoder | None:
-    """The decoder of record keys, or None when keys are not decoded or are plain strings."""
-    if config.decode.key_format is KeyFormat.AVRO:
-        return AvroDecoder(_registry(config), src=KEY)
-    if config.decode.key_format is KeyFormat.JSON:
-        return JsonDecoder(spark, src=KEY)
-    return None
 
 
 class BatchHandler:
