@@ -11,10 +11,11 @@ import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -28,6 +29,16 @@ from icesink.errors import ConfigError
 
 ENV_PREFIX = "ICESINK__"
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _plain_identifier(v: str) -> str:
+    if not _IDENTIFIER.match(v):
+        raise ValueError("must be a plain identifier")
+    return v
+
+
+# A name that becomes part of a table, column or catalog name: no dots, quotes or path tricks.
+Identifier = Annotated[str, AfterValidator(_plain_identifier)]
 
 
 class _Section(BaseModel):
@@ -99,18 +110,11 @@ class KafkaConfig(_Section):
 
 
 class CatalogConfig(_Section):
-    name: str = Field("icesink", description="Spark catalog name the tables are registered under")
+    name: Identifier = Field("icesink", description="Spark catalog name the tables are registered under")
     uri: str = Field(description="Iceberg REST catalog URI")
     warehouse: str | None = Field(None, description="warehouse location or name passed to the REST catalog")
     credential: SecretStr | None = Field(None, description="OAuth2 client credential for the catalog, if it needs one")
     properties: dict[str, str] = Field(default_factory=dict, description="extra Iceberg catalog properties")
-
-    @field_validator("name")
-    @classmethod
-    def _identifier(cls, v: str) -> str:
-        if not _IDENTIFIER.match(v):
-            raise ValueError("must be a plain identifier")
-        return v
 
 
 class S3Config(_Section):
@@ -192,27 +196,20 @@ class DecodeConfig(_Section):
         ErrorPolicy.DEAD_LETTER,
         description="a record that cannot be decoded: dead-letter it, or fail the batch",
     )
-    dead_letter_table: str = Field("dead_letters", description="dead-letter table, in tables.namespace")
+    dead_letter_table: Identifier = Field("dead_letters", description="dead-letter table, in tables.namespace")
     key_format: KeyFormat = Field(
         KeyFormat.NONE,
         description="none: keys go to dead letters only; string, json or avro (Confluent-framed): into key_column",
     )
-    key_column: str = Field("_key", description="column of the decoded key (a struct for json and avro)")
+    key_column: Identifier = Field("_key", description="column of the decoded key (a struct for json and avro)")
     envelope: Envelope = Field(
         Envelope.NONE, description="debezium: rows from after/before, op as the operation column"
     )
-    operation_column: str = Field("_op", description="column holding I/U/D for Debezium envelopes")
+    operation_column: Identifier = Field("_op", description="column holding I/U/D for Debezium envelopes")
     source_columns: list[str] = Field(
         default_factory=list,
         description="Debezium source fields kept as _source_<name> columns, e.g. [ts_ms, lsn, db, table]",
     )
-
-    @field_validator("dead_letter_table", "operation_column", "key_column")
-    @classmethod
-    def _identifier(cls, v: str) -> str:
-        if not _IDENTIFIER.match(v):
-            raise ValueError("must be a plain identifier")
-        return v
 
 
 class SparkConfig(_Section):
