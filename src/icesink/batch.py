@@ -8,18 +8,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pyarrow import schema as pa_schema
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DataType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
-from icesink import dead_letters, faults, schema_diff
-from icesink.config import Config, ErrorPolicy, KeyFormat
+from icesink import changes, dead_letters, faults, partitioning, schema_diff
+from icesink.changes import ChangeSpec
+from icesink.config import Config, ErrorPolicy, KeyFormat, TableSettings, WriteMode
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
 from icesink.decode.build import build_decoder, build_key_decoder
-from icesink.errors import DecodeError
+from icesink.errors import ConfigError, DecodeError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
+from icesink.partitioning import PartitionField
 from icesink.planning import PartitionRange, TablePlan, group_by_table, plan_table
 from icesink.routing import TableRef, route
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
@@ -37,6 +48,12 @@ class _TableWork:
     table: JavaObject | None
     target: StructType  # the table's schema once this batch's new columns are added
     parsed: DataFrame
+    settings: TableSettings
+    changes: ChangeSpec | None = None  # upsert/changelog tables only
+
+
+def settings_partition(settings: TableSettings) -> list[PartitionField]:
+    return [partitioning.parse_partition_field(p) for p in settings.partition_by]
 
 
 def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
@@ -123,7 +140,10 @@ class BatchHandler:
             if dead is not None:
                 results.append(self._commit(*dead, batch_id, query_id))
                 faults.maybe_kill("after-dead-letters", batch_id, self._spark)
-            results += [self._commit(w.plan, w.table, files, batch_id, query_id) for w, files in written]
+            results += [
+                self._commit(w.plan, w.table, files, batch_id, query_id, w.changes.keys if w.changes else ())
+                for w, files in written
+            ]
             log.info(
                 "batch %d: %d record(s) from %d topic-partition(s), %d row(s) to %d table(s) in %.1fs",
                 batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
@@ -173,6 +193,8 @@ class BatchHandler:
         records = batch.where(F.col("topic").isin(list(plan.topics)))
         records = records.where(keep_condition(dict(plan.keep_from)))
         current = self._catalog.spark_schema(table) if table is not None else StructType([])
+        settings = self._config.tables.settings_for(plan.table.name)
+        key_column = self._config.decode.key_column
 
         def seen(name: str, decoder: Decoder) -> list[Any] | None:
             if decoder.plan_column() is None:
@@ -186,16 +208,62 @@ class BatchHandler:
             records = records.withColumn(_KEY_ROW, F.col("key").cast("string")).withColumn(_KEY_ERROR, no_error())
             key_type = StringType()
         prepared = self._decoder.prepare(records, seen("value", self._decoder))
-        batch_schema = prepared.schema
+        fields = list(prepared.schema.fields)
         if key_type is not None:
-            batch_schema = StructType([*batch_schema.fields, StructField(self._config.decode.key_column, key_type)])
-        target = schema_diff.merged(current, batch_schema)
+            fields.append(StructField(key_column, key_type))
+        if settings.is_cdc and isinstance(key_type, StructType) and prepared.schema.fields:
+            # Key fields the values lack (or a batch of tombstones only) still become columns.
+            have = {f.name for f in fields}
+            fields += [
+                f for f in key_type.fields if f.name not in have and f.name in self._key_names(settings, key_type)
+            ]
+        target = schema_diff.merged(current, StructType(fields))
         parsed = prepared.parse(target)
         if key_type is not None:
-            # The key joins the row; a value error is reported before a key error.
-            parsed = parsed.withColumn(ROW, F.col(ROW).withField(self._config.decode.key_column, F.col(_KEY_ROW)))
-            parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), F.col(_KEY_ERROR))).drop(_KEY_ROW, _KEY_ERROR)
-        return _TableWork(plan, table, target, parsed)
+            # The key joins the row.
+            parsed = parsed.withColumn(ROW, F.col(ROW).withField(key_column, F.col(_KEY_ROW)))
+        key = F.col(_KEY_ROW) if key_type is not None else None
+        key_error = F.col(_KEY_ERROR) if key_type is not None else no_error()
+        spec = None
+        if settings.is_cdc and target.fields:
+            spec = self._change_spec(plan.table, settings, table, key_type, target)
+            parsed = changes.classify(parsed, spec, target, key, key_error)
+        elif key_type is not None:
+            # A value error is reported before a key error.
+            parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), key_error))
+        parsed = parsed.drop(_KEY_ROW, _KEY_ERROR)
+        return _TableWork(plan, table, target, parsed, settings, spec)
+
+    @staticmethod
+    def _key_names(settings: TableSettings, key_type: StructType) -> set[str]:
+        return set(settings.key_columns) if settings.key_columns else set(key_type.fieldNames())
+
+    def _change_spec(
+        self,
+        ref: TableRef,
+        settings: TableSettings,
+        table: JavaObject | None,
+        key_type: DataType | None,
+        target: StructType,
+    ) -> ChangeSpec:
+        identifiers = self._catalog.identifier_columns(table) if table is not None else []
+        key_column = self._config.decode.key_column
+        keys = changes.resolve_keys(str(ref), settings.key_columns, identifiers, key_type, key_column, target)
+        fields = self._catalog.partition_fields(table) if table is not None else settings_partition(settings)
+        try:
+            partitioning.check_within_keys(fields, keys)
+        except ValueError as e:
+            raise ConfigError(f"table {ref}: {e}") from None
+        names = target.fieldNames()
+        op_column = self._config.decode.operation_column
+        if settings.mode is WriteMode.CHANGELOG and op_column not in names:
+            raise ConfigError(
+                f"table {ref}: changelog mode reads the operation from column {op_column}, which its rows "
+                f"do not have; set decode.operation_column, or use tables.mode upsert"
+            )
+        if settings.order_by and settings.order_by not in names:
+            raise ConfigError(f"table {ref}: order_by column {settings.order_by} is not a column of its rows")
+        return ChangeSpec(settings.mode, keys, op_column, key_column, settings.order_by)
 
     def _decode_keys(
         self, records: DataFrame, current: StructType, planned: list[Any] | None
@@ -214,7 +282,12 @@ class BatchHandler:
             failed["message"].alias("message"),
         )
         key_error = F.when(F.col("key").isNull() | failed.isNull(), no_error()).otherwise(labelled)
-        parsed = parsed.withColumn(_KEY_ERROR, key_error).withColumnRenamed(ROW, _KEY_ROW).drop(ERROR)
+        # Exactly the key's columns: a decoder's row may carry helper fields (JSON's corrupt-record column).
+        key_row = F.col(ROW)
+        if isinstance(key_target, StructType):
+            fields = [key_row[f.name].alias(f.name) for f in key_target.fields]
+            key_row = F.when(key_row.isNull(), F.lit(None).cast(key_target)).otherwise(F.struct(*fields))
+        parsed = parsed.withColumn(_KEY_ERROR, key_error).withColumn(_KEY_ROW, key_row).drop(ROW, ERROR)
         return parsed, key_target
 
     def _fail_on_bad_records(self, work: list[_TableWork], batch_id: int) -> None:
@@ -271,47 +344,96 @@ class BatchHandler:
                 if not w.target.fields:
                     log.info("table %s: no record of this batch decoded; not created", ref)
                     continue
-                table = self._catalog.create(ref, w.target, self._config.tables.properties)
+                keys = w.changes.keys if w.changes is not None else ()
+                props = w.settings.properties
+                table = self._catalog.create(ref, w.target, props, settings_partition(w.settings), keys)
             else:
                 added = schema_diff.added_columns(self._catalog.spark_schema(table), w.target)
                 if added:
                     self._catalog.add_columns(ref, table, added)
-            ready.append(_TableWork(w.plan, table, self._catalog.spark_schema(table), w.parsed))
+            ready.append(_TableWork(w.plan, table, self._catalog.spark_schema(table), w.parsed, w.settings, w.changes))
         return ready
 
     # ------------------------------------------------------------------ 4. write, 5. commit
 
     def _write(self, w: _TableWork, batch_id: int, query_id: str) -> list[DataFileRef]:
-        rows = good_rows(w.parsed, w.target)
-        return self._write_rows(rows, w.table, w.plan.table, batch_id, query_id)
+        if w.changes is None:
+            return self._write_rows(good_rows(w.parsed, w.target), w.table, w.plan.table, batch_id, query_id)
+        columns = w.target.fieldNames()
+        good = w.parsed.where(F.col(ERROR).isNull()).select(
+            *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
+        )
+        last = changes.last_change_per_key(good, w.changes, columns)
+        return self._write_rows(last, w.table, w.plan.table, batch_id, query_id, w.changes.keys)
 
     def _write_rows(
-        self, rows: DataFrame, table: JavaObject, ref: TableRef, batch_id: int, query_id: str
+        self,
+        rows: DataFrame,
+        table: JavaObject,
+        ref: TableRef,
+        batch_id: int,
+        query_id: str,
+        keys: tuple[str, ...] = (),
     ) -> list[DataFileRef]:
+        """Writes `rows` (the table's columns; with `keys`, also the change operation) as files."""
         schema = self._catalog.spark_schema(table)
         # Columns in the table's order; columns another writer added since decoding stay null.
         have = set(rows.columns)
-        rows = rows.select(
-            *[F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
-        )
+        columns = [F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
+        parts = self._partition_values(table, schema)
+        meta = [p.alias(f"__icesink_part_{i}") for i, p in enumerate(parts)]
+        if keys:
+            meta.append(F.col(changes.OP))
+        rows = rows.select(*meta, *[c.alias(f.name) for c, f in zip(columns, schema.fields, strict=True)])
+        if parts:
+            rows = rows.sortWithinPartitions(*[f"__icesink_part_{i}" for i in range(len(parts))])
+        arrow_schema = self._arrow_schema(table)
         task = WriteTask(
             table=str(ref),
-            arrow_schema=self._arrow_schema(table),
+            arrow_schema=arrow_schema,
             data_location=self._data_location(table),
             file_prefix=f"{query_id[:8]}-{batch_id:08d}",
             storage=self._storage,
             target_file_size=self._config.tables.target_file_size_bytes,
+            partition_columns=len(parts),
+            delete_schema=pa_schema([arrow_schema.field(k) for k in keys]) if keys else None,
         )
         written = rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL).collect()
-        return [DataFileRef(r.path, r.record_count, r.file_size) for r in written]
+        return [DataFileRef(r.path, r.record_count, r.file_size, r.content, tuple(r.partition or ())) for r in written]
+
+    def _partition_values(self, table: JavaObject, schema: StructType) -> list[Column]:
+        """Per partition field, the row's partition value as the string Iceberg parses back, computed
+        by Iceberg's own transform functions in Spark."""
+        out = []
+        for f in self._catalog.partition_fields(table):
+            source = schema[f.column].dataType
+            if f.transform in ("identity", "truncate") and isinstance(
+                source, TimestampType | TimestampNTZType | BinaryType
+            ):
+                raise ConfigError(
+                    f"table {table.name()}: partition field {f} on a {source.simpleString()} column is not supported "
+                    "by icesink's writer; use hours/days/bucket"
+                )
+            col = f"`{f.column}`"
+            catalog = self._config.catalog.name
+            if f.transform == "identity":
+                expr = F.col(col)
+            elif f.param is not None:
+                expr = F.expr(f"{catalog}.system.{f.transform}({f.param}, {col})")
+            else:
+                expr = F.expr(f"{catalog}.system.{f.transform}s({col})")
+            out.append(expr.cast("string"))
+        return out
 
     def _commit(
-        self, plan: TablePlan, table: JavaObject, files: list[DataFileRef], batch_id: int, query_id: str
-    ) -> CommitResult:
-        result = self._catalog.commit_append(table, files, plan, query_id, batch_id)
+        self, plan: TablePlan, table: JavaObject, files: list[DataFileRef], batch_id: int, query_id: str,
+        keys: tuple[str, ...] = (),
+    ) -> CommitResult:  # fmt: skip
+        result = self._catalog.commit(table, files, plan, query_id, batch_id, keys)
+        deletes = f", {result.deletes} key delete(s) in {result.delete_files} file(s)" if result.delete_files else ""
         log.info(
-            "batch %d: table %s +%d row(s) in %d file(s), snapshot %d, offsets %s",
-            batch_id, plan.table, result.records, result.files, result.snapshot_id,
+            "batch %d: table %s +%d row(s) in %d file(s)%s, snapshot %d, offsets %s",
+            batch_id, plan.table, result.records, result.files, deletes, result.snapshot_id,
             ", ".join(f"{tp}->{plan.next_offsets[tp]}" for tp in plan.batch_tps),
         )  # fmt: skip
         return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from icesink import partitioning
 from icesink.errors import ConfigError
 
 ENV_PREFIX = "ICESINK__"
@@ -138,11 +140,77 @@ class S3Config(_Section):
         return access, secret
 
 
+class WriteMode(StrEnum):
+    APPEND = "append"
+    UPSERT = "upsert"
+    CHANGELOG = "changelog"
+
+
+def _partition_fields(v: list[str] | None) -> list[str] | None:
+    if v is None:
+        return None
+    for text in v:
+        partitioning.parse_partition_field(text)  # raises ValueError naming the bad entry
+    return v
+
+
+PartitionBy = Annotated[list[str] | None, AfterValidator(_partition_fields)]
+
+
+class TableOptions(_Section):
+    """One table's settings; what is unset falls back to the tables section's."""
+
+    mode: WriteMode | None = Field(default=None, description="see tables.mode")
+    key_columns: list[Identifier] | None = Field(default=None, description="see tables.key_columns")
+    partition_by: PartitionBy = Field(default=None, description="see tables.partition_by")
+    order_by: Identifier | None = Field(default=None, description="see tables.order_by")
+    properties: dict[str, str] | None = Field(default=None, description="merged over tables.properties")
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """The resolved settings of one table."""
+
+    mode: WriteMode
+    key_columns: tuple[str, ...]
+    partition_by: tuple[str, ...]
+    order_by: str | None
+    properties: Mapping[str, str]
+
+    @property
+    def is_cdc(self) -> bool:
+        return self.mode is not WriteMode.APPEND
+
+
 class TablesConfig(_Section):
     namespace: str = Field("default", description="namespace of the tables (created if missing)")
     properties: dict[str, str] = Field(default_factory=dict, description="table properties set when a table is created")
     target_file_size_bytes: int = Field(
         128 * 1024 * 1024, ge=1024 * 1024, description="roll data files at about this size"
+    )
+    mode: WriteMode = Field(
+        WriteMode.APPEND,
+        description=(
+            "append: every record is a new row; upsert: every record replaces the row with its key, a "
+            "tombstone deletes it; changelog: the operation column (I/U/D, Debezium's op) says which"
+        ),
+    )
+    key_columns: list[Identifier] = Field(
+        default_factory=list,
+        description=(
+            "key of upsert/changelog tables; default: the table's identifier fields, else the record key's fields"
+        ),
+    )
+    partition_by: PartitionBy = Field(
+        default_factory=list,
+        description='partition spec of new tables, e.g. ["bucket(16, id)", "days(ts)"]; CDC tables: key columns only',
+    )
+    order_by: Identifier | None = Field(
+        None,
+        description="column ordering one key's changes inside a batch (e.g. _source_lsn); default: Kafka offset order",
+    )
+    per_table: dict[Identifier, TableOptions] = Field(
+        default_factory=dict, description="settings of single tables by table name, over the ones above"
     )
 
     @field_validator("namespace")
@@ -151,6 +219,33 @@ class TablesConfig(_Section):
         if not all(_IDENTIFIER.match(p) for p in v.split(".")):
             raise ValueError("must be dot-separated identifiers")
         return v
+
+    @model_validator(mode="after")
+    def _partitions_within_keys(self) -> TablesConfig:
+        checks = [("tables", self.settings_for(None))]
+        checks += [(f"tables.per_table.{name}", self.settings_for(name)) for name in self.per_table]
+        for where, s in checks:
+            if s.is_cdc and s.key_columns:
+                try:
+                    partitioning.check_within_keys(s.partition_by, s.key_columns)
+                except ValueError as e:
+                    raise ValueError(f"{where}: {e}") from None
+        return self
+
+    def settings_for(self, table: str | None) -> TableSettings:
+        o = self.per_table.get(table) if table is not None else None
+        o = o or TableOptions()
+
+        def pick(mine: Any, default: Any) -> Any:
+            return default if mine is None else mine
+
+        return TableSettings(
+            mode=pick(o.mode, self.mode),
+            key_columns=tuple(pick(o.key_columns, self.key_columns)),
+            partition_by=tuple(pick(o.partition_by, self.partition_by) or ()),
+            order_by=pick(o.order_by, self.order_by),
+            properties={**self.properties, **(o.properties or {})},
+        )
 
 
 class ValueFormat(StrEnum):
@@ -205,7 +300,10 @@ class DecodeConfig(_Section):
     envelope: Envelope = Field(
         Envelope.NONE, description="debezium: rows from after/before, op as the operation column"
     )
-    operation_column: Identifier = Field("_op", description="column holding I/U/D for Debezium envelopes")
+    operation_column: Identifier = Field(
+        "_op",
+        description="column of the operation (I/U/D): Debezium envelopes fill it, changelog tables read it",
+    )
     source_columns: list[str] = Field(
         default_factory=list,
         description="Debezium source fields kept as _source_<name> columns, e.g. [ts_ms, lsn, db, table]",

@@ -26,11 +26,15 @@ def _type_name(annotation: object) -> str:
     if isinstance(annotation, type) and issubclass(annotation, Enum):
         return " \\| ".join(f"`{m.value}`" for m in annotation)
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _type_name(typing.get_args(annotation)[0])
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         return " \\| ".join(_type_name(a) for a in args) + " (optional)"
     if origin is dict:
         return "map of string"
+    if origin is list:
+        return "list"
     return getattr(annotation, "__name__", str(annotation)).replace("SecretStr", "secret string")
 
 
@@ -62,6 +66,10 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
         key = f"{prefix}{name}"
         annotation = field.annotation
         section = _section(annotation)
+        if typing.get_origin(annotation) is dict and (inner := _section(typing.get_args(annotation)[1])):
+            rows.append(f"| `{key}` | map of name to section | {_default(field)} | {field.description} |")
+            rows.extend(_rows(inner, f"{key}.<name>."))
+            continue
         if section is not None:
             if field.description:
                 rows.append(f"| `{key}` | section | {_default(field)} | {field.description} |")

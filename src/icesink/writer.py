@@ -1,8 +1,13 @@
-"""Executor side: Arrow record batches -> Parquet data files with Iceberg field ids.
+"""Executor side: Arrow record batches -> Parquet data and equality-delete files with Iceberg field ids.
 
 Runs inside `mapInArrow`, so the rows never reach the driver: each task writes its files straight
 to object storage and yields one small descriptor row per file. The driver commits the
 descriptors; a file that is never committed is an orphan, invisible to readers.
+
+The input columns are: the partition values (as strings, one column per partition field), the
+change operation (CDC tables only), then the table's columns in the table's order. Rows should
+come sorted by partition: a task keeps one file of each kind open and rolls it when the partition
+changes (unsorted input is still correct, only with more files).
 """
 
 from __future__ import annotations
@@ -12,10 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-DESCRIPTOR_DDL = "path string, record_count long, file_size long"
+DESCRIPTOR_DDL = "path string, record_count long, file_size long, content string, partition array<string>"
+DATA, DELETES = "data", "deletes"
 _ROW_GROUP_ROWS = 256 * 1024
 
 
@@ -61,36 +68,56 @@ class WriteTask:
     storage: StorageSettings
     target_file_size: int = 128 * 1024 * 1024
     compression: str = "zstd"
+    partition_columns: int = 0  # how many leading input columns hold partition values
+    # CDC tables: the equality-delete schema (the key columns, with field ids). The input then has
+    # an operation column after the partition values; every row's key goes to the delete file and
+    # the rows whose operation is not D to the data file.
+    delete_schema: pa.Schema | None = None
 
 
-def _to_target(batch: pa.RecordBatch, schema: pa.Schema) -> pa.Table:
+def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
     # Spark hands over its own Arrow types (string, timestamp in the session zone); cast by
     # position to the Iceberg-derived schema so field ids and physical types are the table's.
-    table = pa.Table.from_batches([batch])
-    table = table.rename_columns(schema.names)
-    return table.cast(schema)
+    return table.rename_columns(schema.names).cast(schema)
+
+
+_File = tuple[str, int, int, str, tuple[str | None, ...]]
 
 
 class _RollingWriter:
-    """One Parquet file at a time, rolled when it reaches the target size."""
+    """One Parquet file at a time of one kind and partition, rolled when it reaches the target size."""
 
-    def __init__(self, task: WriteTask, fs: pafs.FileSystem, folder: str, partition_id: int) -> None:
-        self._task, self._fs, self._folder, self._pid = task, fs, folder, partition_id
+    def __init__(
+        self,
+        task: WriteTask,
+        schema: pa.Schema,
+        content: str,
+        fs: pafs.FileSystem,
+        folder: str,
+        partition_id: int,
+    ) -> None:
+        self._task, self._schema, self._content = task, schema, content
+        self._fs, self._folder, self._pid = fs, folder, partition_id
         self._writer: pq.ParquetWriter | None = None
         self._sink: pa.NativeFile | None = None
         self._path = ""
         self._rows = 0
-        self.done: list[tuple[str, int, int]] = []
+        self.partition: tuple[str | None, ...] = ()
+        self.done: list[_File] = []
 
-    def write(self, table: pa.Table) -> None:
+    def write(self, table: pa.Table, partition: tuple[str | None, ...]) -> None:
         if table.num_rows == 0:
             return
+        if self._writer is not None and partition != self.partition:
+            self.close()
         if self._writer is None:
-            name = f"{self._task.file_prefix}-{self._pid:05d}-{uuid.uuid4().hex}.parquet"
+            kind = "" if self._content == DATA else "-deletes"
+            name = f"{self._task.file_prefix}-{self._pid:05d}-{uuid.uuid4().hex}{kind}.parquet"
             self._path = self._folder + name
+            self.partition = partition
             self._sink = self._fs.open_output_stream(self._path)
             self._writer = pq.ParquetWriter(
-                self._sink, self._task.arrow_schema, compression=self._task.compression, store_schema=False
+                self._sink, self._schema, compression=self._task.compression, store_schema=False
             )
         self._writer.write_table(table, row_group_size=_ROW_GROUP_ROWS)
         self._rows += table.num_rows
@@ -104,42 +131,97 @@ class _RollingWriter:
         self._writer.close()
         size = self._sink.tell()
         self._sink.close()
-        self.done.append((self._path, self._rows, size))
+        self.done.append((self._path, self._rows, size, self._content, self.partition))
         self._writer, self._sink, self._rows = None, None, 0
 
 
-def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[tuple[str, int, int]]:
-    """Writes the batches to one or more Parquet files; returns (uri, record count, size) per file."""
+def split_by_partition(table: pa.Table, columns: int) -> Iterator[tuple[tuple[str | None, ...], pa.Table]]:
+    """(partition values, rows) for each distinct value of the first `columns` columns, in order of
+    first appearance."""
+    if columns == 0:
+        yield (), table
+        return
+    keys = table.select(list(range(columns))).to_pylist()
+    order: dict[tuple[str | None, ...], list[int]] = {}
+    for i, row in enumerate(keys):
+        order.setdefault(tuple(row.values()), []).append(i)
+    if len(order) == 1:
+        yield next(iter(order)), table
+        return
+    for key, rows in order.items():
+        yield key, table.take(pa.array(rows, pa.int64()))
+
+
+class _TaskWriter:
+    """Splits incoming rows into data and delete rows per partition."""
+
+    def __init__(self, task: WriteTask, fs: pafs.FileSystem, folder: str, partition_id: int) -> None:
+        self._task = task
+        self._meta = task.partition_columns + (1 if task.delete_schema is not None else 0)
+        self._data = _RollingWriter(task, task.arrow_schema, DATA, fs, folder, partition_id)
+        self._deletes = (
+            _RollingWriter(task, task.delete_schema, DELETES, fs, folder, partition_id)
+            if task.delete_schema is not None
+            else None
+        )
+        names = task.arrow_schema.names
+        if task.delete_schema is not None:
+            self._key_positions = [self._meta + names.index(n) for n in task.delete_schema.names]
+
+    def write(self, table: pa.Table) -> None:
+        n_data = len(self._task.arrow_schema)
+        for partition, rows in split_by_partition(table, self._task.partition_columns):
+            data = rows.select(list(range(self._meta, self._meta + n_data)))
+            if self._deletes is not None and self._task.delete_schema is not None:
+                op = rows.column(self._task.partition_columns)
+                self._deletes.write(_cast(rows.select(self._key_positions), self._task.delete_schema), partition)
+                data = data.filter(pc.not_equal(op, pa.scalar("D")))
+            self._data.write(_cast(data, self._task.arrow_schema), partition)
+
+    def close(self) -> list[_File]:
+        self._data.close()
+        if self._deletes is not None:
+            self._deletes.close()
+            return self._data.done + self._deletes.done
+        return self._data.done
+
+
+def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[_File]:
+    """Writes the batches to Parquet files; returns (uri, record count, size, content, partition) per file."""
     fs, folder = task.storage.filesystem_for(task.data_location)
     uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
-    writer = _RollingWriter(task, fs, folder, partition_id)
-    pending: list[pa.Table] = []
+    writer = _TaskWriter(task, fs, folder, partition_id)
+    pending: list[pa.RecordBatch] = []
     pending_rows = 0
     try:
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            pending.append(_to_target(batch, task.arrow_schema))
+            pending.append(batch)
             pending_rows += batch.num_rows
             # Spark's Arrow batches are small; gather them so row groups are not tiny.
             if pending_rows >= _ROW_GROUP_ROWS:
-                writer.write(pa.concat_tables(pending))
+                writer.write(pa.Table.from_batches(pending))
                 pending, pending_rows = [], 0
         if pending:
-            writer.write(pa.concat_tables(pending))
-        writer.close()
-    except BaseException:
-        writer.close()
-        raise
-    return [(uri_prefix + path, rows, size) for path, rows, size in writer.done]
+            writer.write(pa.Table.from_batches(pending))
+    finally:
+        done = writer.close()
+    return [(uri_prefix + path, rows, size, content, part) for path, rows, size, content, part in done]
 
 
-def descriptor_batches(files: list[tuple[str, int, int]]) -> Iterator[pa.RecordBatch]:
+def descriptor_batches(files: list[_File]) -> Iterator[pa.RecordBatch]:
     if files:
-        paths, rows, sizes = zip(*files, strict=True)
+        paths, rows, sizes, contents, parts = zip(*files, strict=True)
         yield pa.RecordBatch.from_arrays(
-            [pa.array(paths, pa.string()), pa.array(rows, pa.int64()), pa.array(sizes, pa.int64())],
-            names=["path", "record_count", "file_size"],
+            [
+                pa.array(paths, pa.string()),
+                pa.array(rows, pa.int64()),
+                pa.array(sizes, pa.int64()),
+                pa.array(contents, pa.string()),
+                pa.array([list(p) for p in parts], pa.list_(pa.string())),
+            ],
+            names=["path", "record_count", "file_size", "content", "partition"],
         )
 
 

@@ -105,6 +105,16 @@ def produce(topic: str, values: Iterable[bytes | str | Mapping[str, Any] | None]
     assert producer.flush(30) == 0, f"records to {topic} not delivered"
 
 
+def produce_keyed(topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]) -> None:
+    """(key, value, partition) records, in order; a None value is a tombstone."""
+    producer = Producer({"bootstrap.servers": KAFKA, "enable.idempotence": True, "linger.ms": 20})
+    for i, (key, value, partition) in enumerate(records):
+        producer.produce(topic, key=key, value=value, partition=partition)
+        if i % 10_000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0, f"records to {topic} not delivered"
+
+
 def end_offsets(*topics: str) -> dict[codec.TopicPartition, int]:
     consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"probe-{uuid.uuid4().hex}"})
     try:

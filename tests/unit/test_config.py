@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from icesink.config import TriggerMode, load_config, parse_config
+from icesink.config import TriggerMode, WriteMode, load_config, parse_config
 from icesink.errors import ConfigError
 
 MINIMAL: dict[str, Any] = {
@@ -85,3 +85,55 @@ def test_shipped_local_config_is_valid() -> None:
     c = load_config(Path(__file__).resolve().parents[2] / "conf" / "local.yaml", environ={})
     assert c.kafka.bootstrap_servers == "127.0.0.1:9092"
     assert c.tables.namespace == "demo"
+
+
+def test_table_settings_merge_per_table_over_the_defaults() -> None:
+    raw = {
+        **MINIMAL,
+        "tables": {
+            "mode": "upsert",
+            "key_columns": ["id"],
+            "properties": {"write.parquet.compression-codec": "zstd", "a": "1"},
+            "per_table": {
+                "orders": {
+                    "mode": "changelog",
+                    "key_columns": ["order_id", "region"],
+                    "partition_by": ["bucket(8, order_id)", "region"],
+                    "order_by": "_source_lsn",
+                    "properties": {"a": "2"},
+                }
+            },
+        },
+    }
+    t = parse_config(raw, environ={}).tables
+    default = t.settings_for("customers")
+    assert (default.mode, default.key_columns, default.partition_by) == (WriteMode.UPSERT, ("id",), ())
+    orders = t.settings_for("orders")
+    assert orders.mode is WriteMode.CHANGELOG
+    assert orders.key_columns == ("order_id", "region")
+    assert orders.partition_by == ("bucket(8, order_id)", "region")
+    assert orders.order_by == "_source_lsn"
+    assert orders.properties == {"write.parquet.compression-codec": "zstd", "a": "2"}
+    assert orders.is_cdc
+    assert not parse_config(MINIMAL, environ={}).tables.settings_for("x").is_cdc
+
+
+def test_a_cdc_table_partitioned_outside_its_key_is_refused_at_start_up() -> None:
+    raw = {
+        **MINIMAL,
+        "tables": {"per_table": {"orders": {"mode": "upsert", "key_columns": ["id"], "partition_by": ["days(ts)"]}}},
+    }
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw, environ={})
+    msg = str(e.value)
+    assert "tables.per_table.orders" in msg
+    assert "day(ts) use column(s) ['ts'] that are not key columns ['id']" in msg
+    # Append-only tables may partition by anything.
+    raw["tables"]["per_table"]["orders"]["mode"] = "append"
+    assert parse_config(raw, environ={}).tables.settings_for("orders").partition_by == ("days(ts)",)
+
+
+def test_bad_partition_fields_are_named() -> None:
+    raw = {**MINIMAL, "tables": {"partition_by": ["bucket(id)"]}}
+    with pytest.raises(ConfigError, match=r"tables.partition_by.*bucket\(N, column\)"):
+        parse_config(raw, environ={})

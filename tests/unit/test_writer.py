@@ -47,7 +47,8 @@ def task(folder: Path, target: int = 128 * 1024 * 1024) -> WriteTask:
 def test_files_carry_iceberg_field_ids_and_all_rows(tmp_path: Path) -> None:
     files = write_files(task(tmp_path), iter([spark_like_batch(0, 10), spark_like_batch(10, 5)]), partition_id=3)
     assert len(files) == 1
-    uri, rows, size = files[0]
+    uri, rows, size, content, partition = files[0]
+    assert (content, partition) == ("data", ())
     assert uri.startswith(f"file://{tmp_path}/q-00000001-00003-")
     assert uri.endswith(".parquet")
     local = uri.removeprefix("file://")
@@ -64,7 +65,58 @@ def test_files_roll_at_the_target_size(tmp_path: Path) -> None:
     batches = iter([spark_like_batch(i * 300_000, 300_000) for i in range(3)])
     files = write_files(task(tmp_path, target=1024 * 1024), batches, partition_id=0)
     assert len(files) > 1
-    assert sum(rows for _, rows, _ in files) == 900_000
+    assert sum(f[1] for f in files) == 900_000
+
+
+def cdc_task(folder: Path, partitions: int) -> WriteTask:
+    arrow = schema_to_pyarrow(SCHEMA)
+    return WriteTask(
+        table="ns.t",
+        arrow_schema=arrow,
+        data_location=f"file://{folder}/",
+        file_prefix="q-00000002",
+        storage=StorageSettings(),
+        partition_columns=partitions,
+        delete_schema=pa.schema([arrow.field("id")]),
+    )
+
+
+def with_meta(batch: pa.RecordBatch, ops: list[str], parts: list[str | None] | None) -> pa.RecordBatch:
+    meta = [pa.array(parts, pa.string())] if parts is not None else []
+    names = ["__icesink_part_0"] if parts is not None else []
+    return pa.RecordBatch.from_arrays(
+        [*meta, pa.array(ops, pa.string()), *batch.columns], names=[*names, "__icesink_op", *batch.schema.names]
+    )
+
+
+def test_changes_write_every_key_as_a_delete_and_non_deletes_as_rows(tmp_path: Path) -> None:
+    batch = with_meta(spark_like_batch(0, 4), ["I", "U", "D", "U"], None)
+    files = write_files(cdc_task(tmp_path, 0), iter([batch]), partition_id=0)
+    by_kind = {content: path.removeprefix("file://") for path, _, _, content, _ in files}
+    assert sorted(by_kind) == ["data", "deletes"]
+    deletes = pq.read_table(by_kind["deletes"])
+    assert deletes.column_names == ["id"]
+    assert deletes.column("id").to_pylist() == [0, 1, 2, 3]
+    assert deletes.schema.field("id").metadata[b"PARQUET:field_id"] == b"1"
+    assert pq.read_table(by_kind["data"]).column("id").to_pylist() == [0, 1, 3]
+
+
+def test_rows_are_split_by_partition_value(tmp_path: Path) -> None:
+    parts = ["1", "1", None, "0"]
+    batch = with_meta(spark_like_batch(0, 4), ["U", "D", "U", "U"], parts)
+    files = write_files(cdc_task(tmp_path, 1), iter([batch]), partition_id=0)
+    got = {
+        (content, partition): pq.read_table(path.removeprefix("file://")).column("id").to_pylist()
+        for path, _, _, content, partition in files
+    }
+    assert got == {
+        ("data", ("1",)): [0],
+        ("deletes", ("1",)): [0, 1],
+        ("data", (None,)): [2],
+        ("deletes", (None,)): [2],
+        ("data", ("0",)): [3],
+        ("deletes", ("0",)): [3],
+    }
 
 
 def test_an_empty_partition_writes_no_file(tmp_path: Path) -> None:
