@@ -29,16 +29,17 @@ class Change:
         return json.dumps({"id": self.key, "v": self.seq, "name": f"k{self.key}-{self.seq}", "op": self.op}).encode()
 
 
-def random_changes(count: int, keys: int, partitions: int, seed: int) -> Iterator[Change]:
+def random_changes(count: int, keys: int, partitions: int, seed: int, tombstones: bool = True) -> Iterator[Change]:
     rng = random.Random(seed)
+    delete = ("D", "T") if tombstones else ("D", "D")
     live: set[int] = set()
     for seq in range(count):
         # Skewed: a tenth of the keys get half of the changes.
         key = rng.randrange(keys // 10) if rng.random() < 0.5 else rng.randrange(keys)
         if key in live:
-            op = rng.choices(["U", "D", "T", "I"], weights=[70, 17, 8, 5])[0]
+            op = rng.choices(["U", delete[0], delete[1], "I"], weights=[70, 17, 8, 5])[0]
         else:
-            op = rng.choices(["I", "U", "D", "T"], weights=[85, 5, 7, 3])[0]
+            op = rng.choices(["I", "U", delete[0], delete[1]], weights=[85, 5, 7, 3])[0]
         if op in ("D", "T"):
             live.discard(key)
         else:

@@ -108,10 +108,13 @@ def produce(topic: str, values: Iterable[bytes | str | Mapping[str, Any] | None]
 def produce_keyed(topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]) -> None:
     """(key, value, partition) records, in order; a None value is a tombstone."""
     producer = Producer({"bootstrap.servers": KAFKA, "enable.idempotence": True, "linger.ms": 20})
-    for i, (key, value, partition) in enumerate(records):
-        producer.produce(topic, key=key, value=value, partition=partition)
-        if i % 10_000 == 0:
-            producer.poll(0)
+    for key, value, partition in records:
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=partition)
+                break
+            except BufferError:  # the local queue is full: let deliveries drain it
+                producer.poll(0.5)
     assert producer.flush(60) == 0, f"records to {topic} not delivered"
 
 

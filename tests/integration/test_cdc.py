@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     run_cli,
     snapshots,
 )
+from tests.integration.trino_client import trino_reachable, trino_rows
 
 PARTITIONS = 3
 
@@ -89,6 +90,17 @@ def big_stream(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
 def test_random_change_stream_equals_the_oracle_in_spark_sql(spark: SparkSession, big_stream: Stream) -> None:
     state, rows = table_state(spark, big_stream.table)
     assert rows == len(state), "no key twice"
+    assert state == big_stream.expected
+
+
+@pytest.mark.trino
+def test_random_change_stream_equals_the_oracle_in_trino(big_stream: Stream) -> None:
+    if not trino_reachable():
+        pytest.fail("Trino is not running: `scripts/stack up --with-trino`", pytrace=False)
+    _, namespace, name = big_stream.table.split(".")
+    rows = trino_rows(f'SELECT id, v FROM iceberg."{namespace}"."{name}"')
+    state = dict(rows)
+    assert len(rows) == len(state), "no key twice"
     assert state == big_stream.expected
 
 
