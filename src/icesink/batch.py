@@ -22,12 +22,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icesink import changes, dead_letters, faults, partitioning, schema_diff
+from icesink import changes, dead_letters, faults, partitioning, schema_diff, shaping
 from icesink.changes import ChangeSpec
-from icesink.config import Config, ErrorPolicy, KeyFormat, TableSettings, WriteMode
+from icesink.config import Config, ErrorPolicy, IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
 from icesink.decode.build import build_decoder, build_key_decoder
-from icesink.errors import ConfigError, DecodeError
+from icesink.errors import ConfigError, DecodeError, SchemaConflictError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
@@ -217,11 +217,30 @@ class BatchHandler:
             fields += [
                 f for f in key_type.fields if f.name not in have and f.name in self._key_names(settings, key_type)
             ]
-        target = schema_diff.merged(current, StructType(fields))
-        parsed = prepared.parse(target)
+        nested = StructType(fields)
+        sep = settings.flatten_separator
+        flat = shaping.flat_columns(nested, sep, current, settings.case_insensitive) if sep else None
+        if flat is not None:
+            incoming = StructType([StructField(c.column, c.type, True) for c in flat])
+        elif settings.case_insensitive:
+            incoming = schema_diff.match_case(current, nested)
+        else:
+            incoming = nested
+        target = schema_diff.merged(current, incoming)
+        self._check_compatible(plan.table, settings, target, incoming)
+        # Decoders match names exactly and keep nesting: parse in the batch's spelling and shape.
+        if flat is not None:
+            parsed = prepared.parse(nested)
+        elif settings.case_insensitive:
+            parse_target = schema_diff.spelled_as(target, nested)
+            parsed = shaping.respell(prepared.parse(parse_target), target, parse_target)
+        else:
+            parsed = prepared.parse(target)
         if key_type is not None:
             # The key joins the row.
             parsed = parsed.withColumn(ROW, F.col(ROW).withField(key_column, F.col(_KEY_ROW)))
+        if flat is not None:
+            parsed = shaping.flatten(parsed, target, flat)
         key = F.col(_KEY_ROW) if key_type is not None else None
         key_error = F.col(_KEY_ERROR) if key_type is not None else no_error()
         spec = None
@@ -233,6 +252,15 @@ class BatchHandler:
             parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), key_error))
         parsed = parsed.drop(_KEY_ROW, _KEY_ERROR)
         return _TableWork(plan, table, target, parsed, settings, spec)
+
+    @staticmethod
+    def _check_compatible(ref: TableRef, settings: TableSettings, target: StructType, incoming: StructType) -> None:
+        problems = schema_diff.conflicts(target, incoming)
+        if problems and settings.on_incompatible is IncompatiblePolicy.FAIL:
+            raise SchemaConflictError(
+                f"table {ref}: the records' schema cannot evolve the table: {'; '.join(problems)}. Nothing of this "
+                "batch was committed; fix the producer, or set tables.on_incompatible: dead-letter"
+            )
 
     @staticmethod
     def _key_names(settings: TableSettings, key_type: StructType) -> set[str]:
@@ -345,12 +373,22 @@ class BatchHandler:
                     log.info("table %s: no record of this batch decoded; not created", ref)
                     continue
                 keys = w.changes.keys if w.changes is not None else ()
-                props = w.settings.properties
-                table = self._catalog.create(ref, w.target, props, settings_partition(w.settings), keys)
+                missing = [c for c in w.settings.sort_by if c not in w.target.fieldNames()]
+                if missing:
+                    raise ConfigError(f"table {ref}: sort_by column(s) {missing} are not columns of its rows")
+                table = self._catalog.create(
+                    ref, w.target, w.settings.properties, settings_partition(w.settings), keys, w.settings.sort_by
+                )
             else:
-                added = schema_diff.added_columns(self._catalog.spark_schema(table), w.target)
-                if added:
-                    self._catalog.add_columns(ref, table, added)
+                # Its own metadata commit, before the data commit; a no-op when re-run.
+                have = self._catalog.spark_schema(table)
+                self._catalog.evolve(
+                    ref,
+                    table,
+                    add=schema_diff.added_columns(have, w.target),
+                    widen=schema_diff.widened_columns(have, w.target),
+                    optional=schema_diff.optional_columns(have, w.target),
+                )
             ready.append(_TableWork(w.plan, table, self._catalog.spark_schema(table), w.parsed, w.settings, w.changes))
         return ready
 

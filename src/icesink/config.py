@@ -157,6 +157,20 @@ def _partition_fields(v: list[str] | None) -> list[str] | None:
 PartitionBy = Annotated[list[str] | None, AfterValidator(_partition_fields)]
 
 
+def _separator(v: str | None) -> str | None:
+    if v is not None and not re.fullmatch(r"[A-Za-z0-9_]{1,3}", v):
+        raise ValueError("must be 1 to 3 letters, digits or underscores (it becomes part of column names)")
+    return v
+
+
+Separator = Annotated[str | None, AfterValidator(_separator)]
+
+
+class IncompatiblePolicy(StrEnum):
+    FAIL = "fail"
+    DEAD_LETTER = "dead-letter"
+
+
 class TableOptions(_Section):
     """One table's settings; what is unset falls back to the tables section's."""
 
@@ -165,6 +179,10 @@ class TableOptions(_Section):
     partition_by: PartitionBy = Field(default=None, description="see tables.partition_by")
     order_by: Identifier | None = Field(default=None, description="see tables.order_by")
     properties: dict[str, str] | None = Field(default=None, description="merged over tables.properties")
+    sort_by: list[Identifier] | None = Field(default=None, description="see tables.sort_by")
+    on_incompatible: IncompatiblePolicy | None = Field(default=None, description="see tables.on_incompatible")
+    case_insensitive: bool | None = Field(default=None, description="see tables.case_insensitive")
+    flatten_separator: Separator = Field(default=None, description="see tables.flatten_separator")
 
 
 @dataclass(frozen=True)
@@ -176,6 +194,10 @@ class TableSettings:
     partition_by: tuple[str, ...]
     order_by: str | None
     properties: Mapping[str, str]
+    sort_by: tuple[str, ...] = ()
+    on_incompatible: IncompatiblePolicy = IncompatiblePolicy.DEAD_LETTER
+    case_insensitive: bool = False
+    flatten_separator: str | None = None
 
     @property
     def is_cdc(self) -> bool:
@@ -209,6 +231,20 @@ class TablesConfig(_Section):
         None,
         description="column ordering one key's changes inside a batch (e.g. _source_lsn); default: Kafka offset order",
     )
+    sort_by: list[Identifier] = Field(
+        default_factory=list, description="sort order of new tables (ascending columns), e.g. [event_time, id]"
+    )
+    on_incompatible: IncompatiblePolicy = Field(
+        IncompatiblePolicy.DEAD_LETTER,
+        description=(
+            "a field whose type cannot be promoted to its column's (string -> int, a narrowing): dead-letter the "
+            "records, or fail the batch naming table, column and both types"
+        ),
+    )
+    case_insensitive: bool = Field(False, description="match record fields to columns ignoring case (UserId = userid)")
+    flatten_separator: Separator = Field(
+        None, description="flatten nested structs into top-level columns joined by this, e.g. _ (a.b -> a_b)"
+    )
     per_table: dict[Identifier, TableOptions] = Field(
         default_factory=dict, description="settings of single tables by table name, over the ones above"
     )
@@ -219,6 +255,7 @@ class TablesConfig(_Section):
         if not all(_IDENTIFIER.match(p) for p in v.split(".")):
             raise ValueError("must be dot-separated identifiers")
         return v
+
 
     @model_validator(mode="after")
     def _partitions_within_keys(self) -> TablesConfig:
@@ -245,6 +282,10 @@ class TablesConfig(_Section):
             partition_by=tuple(pick(o.partition_by, self.partition_by) or ()),
             order_by=pick(o.order_by, self.order_by),
             properties={**self.properties, **(o.properties or {})},
+            sort_by=tuple(pick(o.sort_by, self.sort_by)),
+            on_incompatible=pick(o.on_incompatible, self.on_incompatible),
+            case_insensitive=pick(o.case_insensitive, self.case_insensitive),
+            flatten_separator=pick(o.flatten_separator, self.flatten_separator),
         )
 
 

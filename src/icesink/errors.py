@@ -33,3 +33,7 @@ class SchemaNotFoundError(IcesinkError):
 
 class OffsetsError(IcesinkError):
     """Offsets stored in a snapshot summary cannot be read."""
+
+
+class SchemaConflictError(IcesinkError):
+    """A record schema that cannot evolve its table (e.g. string -> int) under the `fail` policy."""

@@ -23,7 +23,7 @@ from icesink.offsets import Offsets
 from icesink.partitioning import PartitionField
 from icesink.planning import TablePlan
 from icesink.routing import TableRef
-from icesink.schema_diff import AddColumn
+from icesink.schema_diff import AddColumn, WidenColumn
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +91,10 @@ class IcebergCatalog:
         properties: Mapping[str, str],
         partition_by: Sequence[PartitionField] = (),
         key_columns: Sequence[str] = (),
+        sort_by: Sequence[str] = (),
     ) -> JavaObject:
         """Creates a format-v2 table with the Spark schema's fields, all optional except the key
-        columns, which become its identifier fields."""
+        columns, which become its identifier fields; partitioned and sorted as asked."""
         self.ensure_namespace(ref.namespace)
         ice = self._jvm.org.apache.iceberg
         keys = set(key_columns)
@@ -110,7 +111,14 @@ class IcebergCatalog:
             props.put(k, v)
         props.put("format-version", "2")
         try:
-            table = self._catalog.createTable(self._identifier(ref), jschema, spec, props)
+            builder = self._catalog.buildTable(self._identifier(ref), jschema).withPartitionSpec(spec)
+            builder = builder.withProperties(props)
+            if sort_by:
+                order = ice.SortOrder.builderFor(jschema)
+                for column in sort_by:
+                    order = order.asc(column)
+                builder = builder.withSortOrder(order.build())
+            table = builder.create()
             log.info(
                 "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
                 f", key {list(key_columns)}" if keys else "",
@@ -156,24 +164,53 @@ class IcebergCatalog:
     def schema_json(self, table: JavaObject) -> str:
         return str(self._jvm.org.apache.iceberg.SchemaParser.toJson(table.schema()))
 
-    def add_columns(self, ref: TableRef, table: JavaObject, columns: Sequence[AddColumn]) -> None:
-        """One metadata commit adding optional columns; skips what is already there (re-runnable)."""
+    def evolve(
+        self,
+        ref: TableRef,
+        table: JavaObject,
+        add: Sequence[AddColumn] = (),
+        widen: Sequence[WidenColumn] = (),
+        optional: Sequence[str] = (),
+    ) -> bool:
+        """ONE metadata commit: new optional columns, promoted types, required columns made
+        optional. Re-checked against the refreshed table, so re-running it (a replay, a concurrent
+        job) is a no-op. Returns whether anything changed."""
+        ice = self._jvm.org.apache.iceberg
         table.refresh()
-        have = {
-            str(n) for n in self._jvm.org.apache.iceberg.types.TypeUtil.indexByName(table.schema().asStruct()).keySet()
-        }
-        todo = [c for c in columns if c.path not in have]
-        if not todo:
-            return
+        schema = table.schema()
+        have = {str(n) for n in ice.types.TypeUtil.indexByName(schema.asStruct()).keySet()}
+        identifiers = set(self.identifier_columns(table))
+        todo_add = [c for c in add if c.path not in have]
+        todo_widen = []
+        for w in widen:
+            field = schema.findField(w.path)
+            new_type = self._itype(w.new)
+            if field is not None and not field.type().equals(new_type):
+                todo_widen.append((w, new_type))
+        todo_optional = [
+            p
+            for p in optional
+            if p not in identifiers and schema.findField(p) is not None and schema.findField(p).isRequired()
+        ]
+        if not (todo_add or todo_widen or todo_optional):
+            return False
         update = table.updateSchema()
-        for c in todo:
-            itype = self._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(self._jtype(c.type))
+        for c in todo_add:
+            itype = self._itype(c.type)
             if c.parent is None:
                 update.addColumn(c.name, itype)
             else:
                 update.addColumn(c.parent, c.name, itype)
+        for w, new_type in todo_widen:
+            update.updateColumn(w.path, new_type)
+        for p in todo_optional:
+            update.makeColumnOptional(p)
         update.commit()
-        log.info("table %s: added column(s) %s", ref, ", ".join(c.path for c in todo))
+        changes = [f"added {c.path}" for c in todo_add]
+        changes += [f"widened {w.path} {w.old.simpleString()} -> {w.new.simpleString()}" for w, _ in todo_widen]
+        changes += [f"made {p} optional" for p in todo_optional]
+        log.info("table %s: schema change: %s", ref, ", ".join(changes))
+        return True
 
     # ------------------------------------------------------------------ offsets
 
@@ -293,6 +330,13 @@ class IcebergCatalog:
         return probe.partition()
 
     # ------------------------------------------------------------------ helpers
+
+    def _itype(self, dtype: Any) -> JavaObject:
+        """The Iceberg type of a Spark type (py4j picks convert(StructType) -> Schema for structs)."""
+        converted = self._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(self._jtype(dtype))
+        if converted.getClass().getName() == "org.apache.iceberg.Schema":
+            return converted.asStruct()
+        return converted
 
     def _jtype(self, dtype: Any) -> JavaObject:
         return self._jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())

@@ -1,8 +1,15 @@
-"""What a batch's schema adds to a table's schema. Pure, over pyspark's type objects (no session).
+"""How a batch's schema evolves a table's schema. Pure, over pyspark's type objects (no session).
 
-Only additions are derived here: a field the batch has and the table lacks becomes a new optional
-column (top level, inside structs, inside list elements). Type changes are left to the reader: the
-batch is parsed with the table's types, so a value that does not fit is reported, never nulled.
+- A field the batch has and the table lacks becomes a new optional column: top level, inside
+  structs, inside list elements and map values.
+- A column the batch carries wider (int -> long, float -> double, a decimal with more precision
+  and the same scale) is widened; a required column the batch may leave null becomes optional.
+- A column the table has and the batch lacks stays (written as null): nothing is dropped or
+  renamed.
+- Anything else (string -> int, a narrowing) is a conflict, reported by `conflicts` for the
+  per-table policy; the batch is parsed with the table's types, so a value that does not fit is
+  reported, never nulled.
+Also here: matching names case-insensitively, and flattening nested structs into columns.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ def _descend(have: DataType, new: DataType, path: str, out: list[AddColumn]) -> 
         _walk(have, new, path, out)
     elif isinstance(have, ArrayType) and isinstance(new, ArrayType):
         _descend(have.elementType, new.elementType, f"{path}.element", out)
+    elif isinstance(have, MapType) and isinstance(new, MapType):
+        _descend(have.valueType, new.valueType, f"{path}.value", out)
 
 
 def added_columns(table: StructType, batch: StructType) -> list[AddColumn]:
@@ -58,7 +67,10 @@ def merged(table: StructType, batch: StructType) -> StructType:
     incoming = {f.name: f for f in batch.fields if f.name != CORRUPT_COLUMN}
     for f in table.fields:
         new = incoming.pop(f.name, None)
-        fields.append(f if new is None else StructField(f.name, _merge_type(f.dataType, new.dataType), f.nullable))
+        if new is None:
+            fields.append(f)
+        else:
+            fields.append(StructField(f.name, _merge_type(f.dataType, new.dataType), f.nullable or new.nullable))
     fields.extend(StructField(f.name, f.dataType, True) for f in incoming.values())
     return StructType(fields)
 
@@ -68,7 +80,125 @@ def _merge_type(have: DataType, new: DataType) -> DataType:
         return merged(have, new)
     if isinstance(have, ArrayType) and isinstance(new, ArrayType):
         return ArrayType(_merge_type(have.elementType, new.elementType), have.containsNull)
-    return have
+    if isinstance(have, MapType) and isinstance(new, MapType):
+        return MapType(have.keyType, _merge_type(have.valueType, new.valueType), have.valueContainsNull)
+    return widened(have, new) or have
+
+
+def widened(have: DataType, new: DataType) -> DataType | None:
+    """The wider type a column of `have` becomes to hold `new`, when Iceberg can promote it."""
+    if isinstance(have, DecimalType) and isinstance(new, DecimalType):
+        if new.scale == have.scale and new.precision > have.precision:
+            return DecimalType(new.precision, new.scale)
+        return None
+    if (type(have).__name__, type(new).__name__) in _PROMOTIONS:
+        return new
+    return None
+
+
+@dataclass(frozen=True)
+class WidenColumn:
+    path: str  # dotted Iceberg path
+    old: DataType
+    new: DataType
+
+
+def widened_columns(table: StructType, batch: StructType, parent: str | None = None) -> list[WidenColumn]:
+    """Existing primitive columns the batch carries in a wider type Iceberg can promote to."""
+    out: list[WidenColumn] = []
+    have = {f.name: f.dataType for f in table.fields}
+    for f in batch.fields:
+        if f.name not in have:
+            continue
+        path = f"{parent}.{f.name}" if parent else f.name
+        out.extend(_widen(have[f.name], f.dataType, path))
+    return out
+
+
+def _widen(have: DataType, new: DataType, path: str) -> list[WidenColumn]:
+    if isinstance(have, StructType) and isinstance(new, StructType):
+        return widened_columns(have, new, path)
+    if isinstance(have, ArrayType) and isinstance(new, ArrayType):
+        return _widen(have.elementType, new.elementType, f"{path}.element")
+    if isinstance(have, MapType) and isinstance(new, MapType):
+        return _widen(have.valueType, new.valueType, f"{path}.value")
+    wider = widened(have, new)
+    return [WidenColumn(path, have, wider)] if wider is not None else []
+
+
+def optional_columns(table: StructType, batch: StructType, parent: str | None = None) -> list[str]:
+    """Required columns (dotted paths) that the batch may leave null: they become optional."""
+    out: list[str] = []
+    have = {f.name: f for f in table.fields}
+    for f in batch.fields:
+        t = have.get(f.name)
+        if t is None:
+            continue
+        path = f"{parent}.{f.name}" if parent else f.name
+        if not t.nullable and f.nullable:
+            out.append(path)
+        if isinstance(t.dataType, StructType) and isinstance(f.dataType, StructType):
+            out.extend(optional_columns(t.dataType, f.dataType, path))
+    return out
+
+
+# Iceberg's type promotions (Spark's small ints are stored as Iceberg int).
+_PROMOTIONS = {
+    ("IntegerType", "LongType"),
+    ("FloatType", "DoubleType"),
+    ("ShortType", "LongType"),
+    ("ByteType", "LongType"),
+}
+
+
+def match_case(table: StructType, batch: StructType) -> StructType:
+    """`batch` with each field renamed to the table's spelling where the two differ only in case."""
+    names = {f.name.lower(): f for f in table.fields}
+    fields = []
+    for f in batch.fields:
+        t = names.get(f.name.lower())
+        dtype = f.dataType
+        if t is not None and isinstance(t.dataType, StructType) and isinstance(dtype, StructType):
+            dtype = match_case(t.dataType, dtype)
+        fields.append(StructField(t.name if t is not None else f.name, dtype, f.nullable, f.metadata))
+    return StructType(fields)
+
+
+def spelled_as(target: StructType, batch: StructType) -> StructType:
+    """`target` with each field renamed to the batch's spelling where they differ only in case:
+    what a decoder, which matches names exactly, is asked to parse (then cast back to `target`)."""
+    names = {f.name.lower(): f for f in batch.fields}
+    fields = []
+    for f in target.fields:
+        b = names.get(f.name.lower())
+        dtype = f.dataType
+        if b is not None and isinstance(b.dataType, StructType) and isinstance(dtype, StructType):
+            dtype = spelled_as(dtype, b.dataType)
+        fields.append(StructField(b.name if b is not None else f.name, dtype, f.nullable, f.metadata))
+    return StructType(fields)
+
+
+def flattened(batch: StructType, separator: str) -> list[tuple[str, tuple[str, ...], DataType, bool]]:
+    """(column name, path, type, nullable) of every leaf of the nested structs: `a.b` -> `a_b`.
+    Lists and maps are leaves (their elements keep their shape)."""
+    out: list[tuple[str, tuple[str, ...], DataType, bool]] = []
+
+    def walk(struct: StructType, path: tuple[str, ...], nullable: bool) -> None:
+        for f in struct.fields:
+            if f.name == CORRUPT_COLUMN:
+                continue
+            p = (*path, f.name)
+            if isinstance(f.dataType, StructType):
+                walk(f.dataType, p, nullable or f.nullable)
+            else:
+                out.append((separator.join(p), p, f.dataType, nullable or f.nullable))
+
+    walk(batch, (), False)
+    return out
+
+
+def flat_type(batch: StructType, separator: str) -> StructType:
+    return StructType([StructField(name, t, n) for name, _, t, n in flattened(batch, separator)])
 
 
 _WIDER = {
@@ -108,9 +238,21 @@ def conflicts(table: StructType, batch: StructType, prefix: str = "") -> list[st
         path = f"{prefix}{f.name}"
         if isinstance(f.dataType, StructType) and isinstance(t, StructType):
             out.extend(conflicts(t, f.dataType, f"{path}."))
+        elif isinstance(f.dataType, ArrayType) and isinstance(t, ArrayType):
+            out.extend(_element_conflicts(t.elementType, f.dataType.elementType, f"{path}.element"))
+        elif isinstance(f.dataType, MapType) and isinstance(t, MapType) and fits(f.dataType.keyType, t.keyType):
+            out.extend(_element_conflicts(t.valueType, f.dataType.valueType, f"{path}.value"))
         else:
             out.append(f"column {path} is {t.simpleString()} in the table, {f.dataType.simpleString()} in the record")
     return out
+
+
+def _element_conflicts(table: DataType, batch: DataType, path: str) -> list[str]:
+    if isinstance(table, StructType) and isinstance(batch, StructType):
+        return conflicts(table, batch, f"{path}.")
+    if fits(batch, table):
+        return []
+    return [f"column {path} is {table.simpleString()} in the table, {batch.simpleString()} in the record"]
 
 
 def parse_schema(table: StructType) -> StructType:

@@ -80,7 +80,9 @@ class JsonDecoder:
         strings = records.where(F.col(self._src.column).isNotNull()).select(_text(self._src))._jdf
         dataset = getattr(strings, "as")(jvm(self._spark).org.apache.spark.sql.Encoders.STRING())
         reader = jsession(self._spark).read()
-        for k, v in _PARSE_OPTIONS.items():
+        # A field that is null in every record of the batch says nothing about its type: it
+        # becomes a column once a record carries a value (else it would become a string column).
+        for k, v in {**_PARSE_OPTIONS, "dropFieldIfAllNull": "true"}.items():
             reader = reader.option(k, v)
         inferred = StructType.fromJson(json.loads(reader.json(dataset).schema().json()))
         fields = [f for f in inferred.fields if f.name != CORRUPT_COLUMN]
