@@ -22,7 +22,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icesink import changes, dead_letters, faults, partitioning, schema_diff, shaping
+from icesink import changes, dead_letters, faults, partitioning, record_routing, schema_diff, shaping
 from icesink.changes import ChangeSpec
 from icesink.config import Config, ErrorPolicy, IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
@@ -31,8 +31,8 @@ from icesink.errors import ConfigError, DecodeError, SchemaConflictError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
-from icesink.planning import PartitionRange, TablePlan, group_by_table, plan_table
-from icesink.routing import TableRef, route
+from icesink.planning import PartitionRange, TablePlan, plan_table
+from icesink.routing import Router, TableRef
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
 log = logging.getLogger(__name__)
@@ -78,6 +78,7 @@ class BatchHandler:
         self._decoder = build_decoder(spark, config)
         self._key_decoder = build_key_decoder(spark, config)
         self._dead_letter_ref = TableRef(config.tables.namespace, config.decode.dead_letter_table)
+        self._router = Router(config.routing.rules, config.tables.namespace)
         access, secret = config.s3.resolved_keys()
         self._storage = StorageSettings(
             endpoint=config.s3.endpoint,
@@ -115,25 +116,37 @@ class BatchHandler:
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        persisted: list[DataFrame] = [batch]
         try:
             ranges, planned = self._ranges(batch)
             if not ranges:
                 log.info("batch %d: empty", batch_id)
                 return
+            targets = record_routing.route_batch(
+                batch,
+                ranges,
+                self._router,
+                lambda records, field: self._read_field(records, field, planned),
+                lambda ref: self._catalog.load(ref) is not None,
+                self._dead_letter_ref,
+            )
+            persisted.extend(targets.persisted)
             work = []
-            for plan, table in self._plan(ranges):
+            for plan, table, condition in self._plan(targets):
                 if plan.has_new_records:
-                    work.append(self._decode(batch, plan, table, planned))
+                    work.append(self._decode(targets.source, plan, table, planned, condition))
                 else:
                     log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
             query_id = self._query_id()
             dead = None
+            unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
+            bad = [(str(w.plan.table), bad_records(w.parsed)) for w in work] + unrouted
             # Every file is written before anything is committed: a failure while writing leaves
             # orphan files only, and the whole batch is retried.
             if self._config.decode.on_error is ErrorPolicy.FAIL:
-                self._fail_on_bad_records(work, batch_id)
-            else:
-                dead = self._write_dead_letters(work, ranges, batch_id, query_id)
+                self._fail_on_bad_records(bad, batch_id)
+            elif work or unrouted:
+                dead = self._write_dead_letters(bad, ranges, batch_id, query_id)
             ready = self._prepare(work)
             written = [(w, self._write(w, batch_id, query_id)) for w in ready]
             results = []
@@ -151,7 +164,8 @@ class BatchHandler:
             )  # fmt: skip
             faults.maybe_kill("after-commit", batch_id, self._spark)
         finally:
-            batch.unpersist()
+            for frame in persisted:
+                frame.unpersist()
 
     # ------------------------------------------------------------------ 1. plan
 
@@ -170,17 +184,32 @@ class BatchHandler:
                     planned.setdefault((name, r.topic), set()).update(bytes(v) for v in r[name])
         return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows], planned
 
-    def _plan(self, ranges: list[PartitionRange]) -> list[tuple[TablePlan, JavaObject | None]]:
-        namespace = self._config.tables.namespace
+    def _plan(self, targets: record_routing.Targets) -> list[tuple[TablePlan, JavaObject | None, Column]]:
         plans = []
-        for ref, table_ranges in group_by_table(ranges, lambda t: route(t, namespace)).items():
+        for ref in sorted(targets.ranges):
+            table_ranges = targets.ranges[ref]
             if ref == self._dead_letter_ref:
                 topics = sorted({r.tp.topic for r in table_ranges})
                 raise DecodeError(
                     f"topics {topics} route to the dead-letter table {ref}; rename it (decode.dead_letter_table)"
                 )
-            plans.append(self._plan_one(ref, table_ranges))
+            plan, table = self._plan_one(ref, sorted(table_ranges, key=lambda r: r.tp))
+            plans.append((plan, table, targets.conditions[ref]))
         return plans
+
+    def _read_field(self, records: DataFrame, field: str, planned: _Planned) -> DataFrame:
+        """`records` (one topic) with the routing field's value (ROUTE) and their decode error."""
+        topics = [r.topic for r in records.select("topic").distinct().collect()]
+        seen = None
+        if self._decoder.plan_column() is not None:
+            seen = sorted(set().union(*(planned.get(("value", t), set()) for t in topics)))
+        prepared = self._decoder.prepare(records, seen)
+        parsed = prepared.parse(prepared.schema)
+        names = prepared.schema.fieldNames()
+        value = F.col(ROW)[field].cast("string") if field in names else F.lit(None).cast("string")
+        return parsed.select(
+            *records.columns, value.alias(record_routing.ROUTE), F.col(ERROR).alias(record_routing.ROUTE_ERROR)
+        )
 
     def _plan_one(self, ref: TableRef, ranges: list[PartitionRange]) -> tuple[TablePlan, JavaObject | None]:
         table = self._catalog.load(ref)
@@ -189,8 +218,10 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 2. decode
 
-    def _decode(self, batch: DataFrame, plan: TablePlan, table: JavaObject | None, planned: _Planned) -> _TableWork:
-        records = batch.where(F.col("topic").isin(list(plan.topics)))
+    def _decode(
+        self, source: DataFrame, plan: TablePlan, table: JavaObject | None, planned: _Planned, condition: Column
+    ) -> _TableWork:
+        records = source.where(condition)
         records = records.where(keep_condition(dict(plan.keep_from)))
         current = self._catalog.spark_schema(table) if table is not None else StructType([])
         settings = self._config.tables.settings_for(plan.table.name)
@@ -318,30 +349,27 @@ class BatchHandler:
         parsed = parsed.withColumn(_KEY_ERROR, key_error).withColumn(_KEY_ROW, key_row).drop(ROW, ERROR)
         return parsed, key_target
 
-    def _fail_on_bad_records(self, work: list[_TableWork], batch_id: int) -> None:
-        for w in work:
-            bad = bad_records(w.parsed)
-            count = bad.count()
+    def _fail_on_bad_records(self, bad: list[tuple[str, DataFrame]], batch_id: int) -> None:
+        for target, records in bad:
+            count = records.count()
             if not count:
                 continue
-            first = bad.select("topic", "partition", "offset", f"{ERROR}.*").orderBy("topic", "partition", "offset")
+            first = records.select("topic", "partition", "offset", f"{ERROR}.*").orderBy("topic", "partition", "offset")
             lines = "\n  ".join(
                 f"topic {r.topic} partition {r.partition} offset {r.offset}: {r.message} [{r.stage}/{r.error_class}]"
                 for r in first.limit(5).collect()
             )
             raise DecodeError(
-                f"batch {batch_id}: {count} record(s) for table {w.plan.table} cannot be decoded; "
+                f"batch {batch_id}: {count} record(s) for table {target} cannot be decoded; "
                 f"nothing of this batch was committed. First:\n  {lines}"
             )
 
     # ------------------------------------------------------------------ dead letters
 
     def _write_dead_letters(
-        self, work: list[_TableWork], ranges: list[PartitionRange], batch_id: int, query_id: str
+        self, bad: list[tuple[str, DataFrame]], ranges: list[PartitionRange], batch_id: int, query_id: str
     ) -> tuple[TablePlan, JavaObject, list[DataFileRef]] | None:
-        if not work:
-            return None
-        frames = [dead_letters.rows(bad_records(w.parsed), w.plan.table, batch_id, query_id) for w in work]
+        frames = [dead_letters.rows(records, target, batch_id, query_id) for target, records in bad]
         rows = frames[0]
         for f in frames[1:]:
             rows = rows.unionByName(f)

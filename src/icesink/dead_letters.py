@@ -11,7 +11,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from icesink.decode import ERROR
-from icesink.routing import TableRef
 
 COLUMNS = (
     "topic", "partition", "offset", "timestamp", "key", "value", "headers",
@@ -19,14 +18,15 @@ COLUMNS = (
 )  # fmt: skip
 
 
-def rows(bad: DataFrame, target: TableRef, batch_id: int, query_id: str) -> DataFrame:
-    """Dead-letter rows for the bad records of one table's share of the batch."""
+def rows(bad: DataFrame, target: str, batch_id: int, query_id: str) -> DataFrame:
+    """Dead-letter rows for the bad records of one table's share of the batch (`target`: the
+    table they were meant for, or why none was)."""
     return bad.select(
         "topic", "partition", "offset", "timestamp", "key", "value", "headers",
         F.col(f"{ERROR}.stage").alias("stage"),
         F.col(f"{ERROR}.error_class").alias("error_class"),
         F.col(f"{ERROR}.message").alias("error_message"),
-        F.lit(str(target)).alias("target_table"),
+        F.lit(target).alias("target_table"),
         F.lit(batch_id).cast("long").alias("batch_id"),
         F.lit(query_id).alias("query_id"),
         F.current_timestamp().alias("failed_at"),

@@ -8,8 +8,7 @@ rewind): they are dropped before anything is written.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from icesink.offsets import TopicPartition, advance
@@ -42,15 +41,6 @@ class TablePlan:
     @property
     def has_new_records(self) -> bool:
         return dict(self.next_offsets) != dict(self.committed)
-
-
-def group_by_table(
-    ranges: Iterable[PartitionRange], route: Callable[[str], TableRef]
-) -> dict[TableRef, list[PartitionRange]]:
-    out: dict[TableRef, list[PartitionRange]] = defaultdict(list)
-    for r in ranges:
-        out[route(r.tp.topic)].append(r)
-    return {t: sorted(rs, key=lambda r: r.tp) for t, rs in sorted(out.items())}
 
 
 def plan_table(table: TableRef, ranges: Iterable[PartitionRange], committed: Mapping[TopicPartition, int]) -> TablePlan:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 from icesink.offsets import TopicPartition as TP
-from icesink.planning import PartitionRange, group_by_table, plan_table
-from icesink.routing import TableRef, route
+from icesink.planning import PartitionRange, plan_table
+from icesink.routing import TableRef
 
 T = TableRef("ns", "events")
 
@@ -38,13 +38,3 @@ def test_gaps_from_transaction_markers_are_positions_not_counts() -> None:
     # Offsets 0..9 with a commit marker at 5: 9 records, but the next offset is still 10.
     plan = plan_table(T, [PartitionRange(TP("e", 0), 0, 9, 9)], {})
     assert plan.next_offsets == {TP("e", 0): 10}
-
-
-def test_daily_topics_group_into_one_table() -> None:
-    groups = group_by_table(
-        [r("e.20240101", 0, 0, 1), r("e_20240102", 0, 0, 1), r("f", 0, 0, 1)], lambda t: route(t, "ns")
-    )
-    assert {str(t): [x.tp.topic for x in rs] for t, rs in groups.items()} == {
-        "ns.e": ["e.20240101", "e_20240102"],
-        "ns.f": ["f"],
-    }
