@@ -22,7 +22,16 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icesink import changes, dead_letters, faults, partitioning, record_routing, schema_diff, shaping
+from icesink import (
+    changes,
+    dead_letters,
+    faults,
+    kafka_offsets,
+    partitioning,
+    record_routing,
+    schema_diff,
+    shaping,
+)
 from icesink.changes import ChangeSpec
 from icesink.config import Config, ErrorPolicy, IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
@@ -89,21 +98,27 @@ class BatchHandler:
         )
         # Set when a batch fails, so the CLI can print our message rather than a py4j trace.
         self.failure: BaseException | None = None
+        # Called once after the first batch is handled (the job retires a reset's starting offsets).
+        self.after_batch: Callable[[], None] | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commits one micro-batch. The steps, in order:
 
-        1. plan: aggregate the batch to first/last offset per topic-partition (small), route each
-           topic to its table and read each table's committed offsets; records below them are
-           already in the table and are dropped (replays, lost checkpoints, rewinds);
+        1. plan: aggregate the batch to first/last offset per topic-partition (small); route each
+           topic to its tables by the routing rules (field-routed topics: decode the field once
+           and route each record); read each table's committed offsets; records below them are
+           already in the table and are dropped (replays, lost checkpoints, resets);
         2. decode: per table, look at the batch's schemas (registry ids, inferred JSON types) and
-           parse every record with the table's (evolved) schema; a record that does not decode is
-           a dead letter, or fails the whole batch before anything is written (`on_error: fail`);
-        3. prepare: create missing tables (format v2) and add new columns, idempotently;
-        4. write: executors write Parquet data files, for every table and the dead letters, and
-           return descriptors, never rows;
-        5. commit: the dead-letter table first, then ONE append snapshot per table, each with its
-           new offsets, query id and batch id in the summary, refused if its offsets moved meanwhile.
+           parse every record with the table's (evolved) schema; for upsert/changelog tables,
+           classify each change; a record that does not decode is a dead letter, or fails the
+           whole batch before anything is written (`on_error: fail`);
+        3. prepare: create missing tables (format v2) and evolve their schemas, each change its
+           own metadata commit, idempotently;
+        4. write: executors write Parquet data (and equality-delete) files, for every table and the
+           dead letters, and return descriptors, never rows;
+        5. commit: the dead-letter table first, then ONE snapshot per table (an append, or a
+           RowDelta), each with its new offsets, query id and batch id in the summary, refused if
+           its offsets moved meanwhile.
         Spark writes its own commit log after this returns; a crash before that replays the batch,
         and step 1 drops what step 5 already committed.
         """
@@ -112,6 +127,9 @@ class BatchHandler:
         except BaseException as e:
             self.failure = e
             raise
+        if self.after_batch is not None:
+            done, self.after_batch = self.after_batch, None
+            done()
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -162,10 +180,22 @@ class BatchHandler:
                 batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
                 len(results), time.monotonic() - started,
             )  # fmt: skip
+            self._commit_group(ranges, batch_id)
             faults.maybe_kill("after-commit", batch_id, self._spark)
         finally:
             for frame in persisted:
                 frame.unpersist()
+
+    def _commit_group(self, ranges: list[PartitionRange], batch_id: int) -> None:
+        """Progress for Kafka's lag tools; a failure here loses nothing (the tables hold the
+        offsets), so it is logged, not raised."""
+        group = self._config.kafka.consumer_group
+        if not group:
+            return
+        try:
+            kafka_offsets.commit_group(self._config, group, {r.tp: r.last_offset + 1 for r in ranges})
+        except Exception as e:
+            log.warning("batch %d: could not commit progress to consumer group %s: %s", batch_id, group, e)
 
     # ------------------------------------------------------------------ 1. plan
 

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from icesink import __version__
+from icesink import __version__, operations
 from icesink.config import load_config
 from icesink.errors import IcesinkError
 
@@ -78,6 +78,43 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--vertical", action="store_true", help="one line per column")
     sql.add_argument("statements", nargs="+", help='e.g. "SELECT count(*) FROM icesink.demo.events"')
     sql.set_defaults(func=_cmd_sql)
+
+    def reading(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--config", "-c", required=True, help="YAML config file (the job's)")
+        p.add_argument("--namespace", help="namespace to look at (default: tables.namespace)")
+        p.add_argument("--table", action="append", help="only this table (repeatable)")
+        p.add_argument("--json", action="store_true", help="JSON for scripts instead of a table")
+
+    offsets = sub.add_parser("offsets", help="the offsets the tables hold, against Kafka's")
+    offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
+    show = offsets_sub.add_parser("show", help="per table and topic-partition: committed, earliest, end, lag")
+    reading(show)
+    show.set_defaults(func=operations.offsets_show)
+    reset = offsets_sub.add_parser(
+        "reset", help="restart the job from the tables' offsets (default) or a chosen point; moves the checkpoint aside"
+    )
+    reading(reset)
+    modes = reset.add_mutually_exclusive_group()
+    modes.add_argument("--from-tables", dest="mode", action="store_const", const="from-tables",
+                       help="where the tables are: the lowest offset any table needs (default)")  # fmt: skip
+    modes.add_argument("--to-earliest", dest="mode", action="store_const", const="earliest")
+    modes.add_argument("--to-latest", dest="mode", action="store_const", const="latest", help="skip to the end")
+    modes.add_argument("--to-timestamp", metavar="ISO", help="the first record at or after, e.g. 2026-11-25T00:00:00Z")
+    reset.add_argument("--topic", action="append", help="only these topics (repeatable); others: from the tables")
+    reset.add_argument("--rewind", action="store_true", help="allow re-ingesting records tables hold (audited)")
+    reset.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    reset.set_defaults(func=operations.offsets_reset, mode="from-tables")
+    maintain = sub.add_parser(
+        "maintain", help="compact files and equality deletes, expire snapshots, remove orphans; safe while the job runs"
+    )
+    reading(maintain)
+    maintain.add_argument("--expire-after", default="3d", help="expire snapshots older than this (the newest "
+                          "offset-bearing one always stays), e.g. 12h, 3d")  # fmt: skip
+    maintain.add_argument("--orphans-after", default="1d", help="remove unreferenced files older than this")
+    maintain.set_defaults(func=operations.maintain)
+    status = sub.add_parser("status", help="per table: last commit, rows, files, lag, dead letters in the last day")
+    reading(status)
+    status.set_defaults(func=operations.status)
     return parser
 
 

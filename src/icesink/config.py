@@ -87,6 +87,13 @@ class KafkaConfig(_Section):
     metadata_max_age_ms: int = Field(
         30000, ge=1000, description="how often new topics matching the pattern are discovered"
     )
+    consumer_group: str | None = Field(
+        None,
+        description=(
+            "after each committed batch, commit its end offsets to this consumer group so Kafka's lag tools "
+            "see the job (the tables stay the source of truth)"
+        ),
+    )
     options: dict[str, str] = Field(
         default_factory=dict,
         description="extra source options, e.g. kafka.security.protocol, kafka.sasl.jaas.config",

@@ -7,6 +7,7 @@ import logging
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from icesink import checkpoints, kafka_offsets, reset_plan
 from icesink.batch import BatchHandler
 from icesink.config import Config, TriggerMode
 
@@ -47,9 +48,28 @@ class Job:
                 return str(q.id)
         return "unknown"
 
+    def _starting_offsets(self) -> str | None:
+        """The offsets an `icesink offsets reset` left for this fresh checkpoint, completed with
+        the partitions that appeared since (from their beginning)."""
+        location = self.config.job.checkpoint_location
+        saved = checkpoints.read_starting(location)
+        if saved is None:
+            return None
+        if checkpoints.has_progress(location):
+            checkpoints.mark_applied(location)  # left over from a run that already started from it
+            return None
+        current = sorted(kafka_offsets.subscribed(self.config))
+        starting = reset_plan.complete(reset_plan.parse_spark_json(saved), current)
+        log.info("starting from the offsets of `icesink offsets reset` (%s)", checkpoints.starting_file(location))
+        return reset_plan.ResetPlan(reset_plan.Mode.FROM_TABLES, starting).spark_json()
+
     def start(self) -> StreamingQuery:
         source = self.spark.readStream.format("kafka")
-        for k, v in kafka_options(self.config).items():
+        options = kafka_options(self.config)
+        reset = self._starting_offsets()
+        if reset is not None:
+            options["startingOffsets"] = reset
+        for k, v in options.items():
             source = source.option(k, v)
         trigger = self.config.job.trigger
         writer = (
@@ -62,6 +82,11 @@ class Job:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger.interval)
+        if reset is not None:
+            # Once a batch is planned Spark keeps the offsets in its checkpoint; the file is then
+            # retired, so a later fresh checkpoint does not start from it again.
+            location = self.config.job.checkpoint_location
+            self.handler.after_batch = lambda: checkpoints.mark_applied(location)
         self._query = writer.start()
         log.info(
             "query %s started: pattern %r -> namespace %s, checkpoint %s, trigger %s",

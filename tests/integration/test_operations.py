@@ -1,0 +1,217 @@
+"""The operations CLI against the real stack: offsets show, status, and the consumer group."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTP
+from pyspark.sql import SparkSession
+
+from icesink import checkpoints, faults
+from icesink import offsets as codec
+from icesink.job import Job
+from tests.conftest import KAFKA
+from tests.integration.change_stream import Change, oracle, random_changes
+from tests.integration.helpers import (
+    REPO,
+    Scenario,
+    create_topics,
+    end_offsets,
+    produce,
+    produce_keyed,
+    run_cli,
+    snapshots,
+    table_exists,
+)
+from tests.integration.test_cdc import table_state
+from tests.integration.test_evolution import wait_for
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "icesink", *args], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+
+
+def as_json(result: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = json.loads(result.stdout)
+    assert isinstance(rows, list)
+    return rows
+
+
+def test_offsets_show_status_and_the_consumer_group(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
+    topic = scenario.topic("clicks")
+    create_topics(topic, partitions=2)
+    produce(topic, [{"id": i} for i in range(10)], partition=0)
+    produce(topic, [{"id": i} for i in range(10, 14)], partition=1)
+    produce(topic, ["not json"], partition=1)
+    group = f"icesink-it-{uuid.uuid4().hex[:6]}"
+    overrides = {"kafka.consumer_group": group}
+    Job(spark, scenario.config(**overrides)).run()
+    config = str(scenario.write_config(tmp_path / "job.yaml", **overrides))
+    table = f"{scenario.namespace}.{scenario.prefix}_clicks"
+
+    rows = as_json(cli("offsets", "show", "-c", config, "--table", f"{scenario.prefix}_clicks", "--json"))
+    assert [(r["table"], r["topic"], r["partition"], r["committed"], r["end"], r["lag"]) for r in rows] == [
+        (table, topic, 0, 10, 10, 0),
+        (table, topic, 1, 5, 5, 0),
+    ]
+    assert rows[0]["snapshot_id"] is not None
+
+    produce(topic, [{"id": i} for i in range(100, 103)], partition=0)
+    text = cli("offsets", "show", "-c", config)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.splitlines()[0].split()[:7] == [
+        "TABLE",
+        "TOPIC",
+        "PARTITION",
+        "COMMITTED",
+        "EARLIEST",
+        "END",
+        "LAG",
+    ]
+    assert f"{table}  {topic}  0          10         0         13   3" in text.stdout
+
+    status = {r["table"]: r for r in as_json(cli("status", "-c", config, "--json"))}
+    assert status[table]["rows"] == 14
+    assert status[table]["lag"] == 3
+    assert status[table]["last_batch"] == 0
+    assert status[table]["data_files"] >= 1
+    assert status[table]["dead_letters_1d"] == 1
+
+    consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": group})
+    try:
+        committed = consumer.committed([KafkaTP(topic, 0), KafkaTP(topic, 1)], timeout=10)
+    finally:
+        consumer.close()
+    assert [(c.partition, c.offset) for c in committed] == [(0, 10), (1, 5)]
+
+    missing = cli("offsets", "show", "-c", config, "--table", "nope")
+    assert missing.returncode == 1
+    assert f"icesink: error: no table {scenario.namespace}.nope in the catalog" in missing.stderr
+
+
+@pytest.mark.slow
+def test_lost_checkpoint_reset_from_tables_then_run(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
+    topic = scenario.topic("orders")
+    create_topics(topic, partitions=2)
+    produce(topic, [{"id": i} for i in range(300)])
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 100})
+    crashed = run_cli(config, env={faults.ENV: "after-commit:1"})
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    shutil.rmtree(scenario.checkpoint)  # the checkpoint is lost
+
+    dry = cli("offsets", "reset", "-c", str(config), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "dry run: nothing changed" in dry.stderr
+    assert not checkpoints.starting_file(str(scenario.checkpoint)).exists()
+
+    reset = cli("offsets", "reset", "-c", str(config), "--json")
+    plan = {(r["topic"], r["partition"]): r["start"] for r in as_json(reset)}
+    table = scenario.table("orders")
+    held = codec.decode(snapshots(spark, table)[-1]["summary"][codec.OFFSETS_KEY])
+    assert plan == {(tp.topic, tp.partition): o for tp, o in held.items()}, "exactly where the table is"
+    assert 0 < sum(plan.values()) < 300, "batches 0 and 1 were committed before the crash, not all"
+
+    produce(topic, [{"id": i} for i in range(300, 350)])
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "starting from the offsets of `icesink offsets reset`" in resumed.stderr
+    assert sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect()) == list(range(350))
+    assert not checkpoints.starting_file(str(scenario.checkpoint)).exists(), "retired after the first batch"
+    assert list(scenario.checkpoint.parent.glob("checkpoint.starting-offsets.json.applied-*"))
+
+
+def test_a_rewind_needs_the_flag_and_leaves_an_audit_record(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("audits")
+    create_topics(topic, partitions=1)
+    produce(topic, [{"id": i} for i in range(20)])
+    Job(spark, scenario.config()).run()
+    config = str(scenario.write_config(tmp_path / "job.yaml"))
+    table = scenario.table("audits")
+    before = len(snapshots(spark, table))
+
+    refused = cli("offsets", "reset", "-c", config, "--to-earliest")
+    assert refused.returncode == 1
+    assert "would re-ingest records that tables already hold" in refused.stderr
+    assert f"{scenario.namespace}.{scenario.prefix}_audits {topic}[0]: holds up to 20, reset to 0" in refused.stderr
+    assert "pass --rewind" in refused.stderr
+    assert len(snapshots(spark, table)) == before, "nothing changed"
+    assert scenario.checkpoint.exists(), "the checkpoint stays where it was"
+
+    done = cli("offsets", "reset", "-c", config, "--to-earliest", "--rewind", "--table", f"{scenario.prefix}_audits")
+    assert done.returncode == 0, done.stderr
+    last = snapshots(spark, table)[-1]["summary"]
+    assert codec.decode(last[codec.OFFSETS_KEY]) == {codec.TopicPartition(topic, 0): 0}
+    audit = json.loads(last["icesink.rewind"])
+    assert (audit["mode"], audit["from"], audit["to"]) == ("earliest", {f"{topic}[0]": 20}, {f"{topic}[0]": 0})
+    assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 20, "the audit snapshot changes no rows"
+    assert list(scenario.checkpoint.parent.glob("checkpoint.moved-*")), "the old checkpoint was moved aside"
+
+    Job(spark, scenario.config()).run()
+    ids = sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
+    assert ids == sorted([*range(20), *range(20)]), "re-ingested, as asked"
+
+
+@pytest.mark.slow
+def test_maintain_while_a_cdc_stream_runs(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
+    topic = scenario.topic("balances")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(12_000, 1_500, 2, seed=21))
+    chunks = [changes[i : i + 3_000] for i in range(0, len(changes), 3_000)]
+    overrides = {
+        "decode.key_format": "json",
+        "decode.operation_column": "op",
+        "tables.mode": "changelog",
+        "kafka.max_offsets_per_trigger": 1_500,
+        "job.trigger.mode": "processing-time",
+        "job.trigger.interval": "1 second",
+    }
+    config = scenario.write_config(tmp_path / "job.yaml", **overrides)
+    table = scenario.table("balances")
+
+    def produce_chunk(chunk: list[Change]) -> None:
+        produce_keyed(topic, [(c.kafka_key(), c.kafka_value(), c.partition) for c in chunk])
+
+    def caught_up() -> bool:
+        snaps = snapshots(spark, table) if table_exists(spark, table) else []
+        held = [codec.decode(s["summary"][codec.OFFSETS_KEY]) for s in snaps if codec.OFFSETS_KEY in s["summary"]]
+        return bool(held) and held[-1] == end_offsets(topic)
+
+    produce_chunk(chunks[0])
+    query = Job(spark, scenario.config(**overrides)).start()
+    try:
+        wait_for(caught_up, "the first chunk")
+        produce_chunk(chunks[1])
+        maintenance = subprocess.Popen(
+            [sys.executable, "-m", "icesink", "maintain", "-c", str(config), "--expire-after", "0m", "--json"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        )  # fmt: skip
+        produce_chunk(chunks[2])
+        out, err = maintenance.communicate(timeout=600)
+        assert maintenance.returncode == 0, err[-3000:]
+        produce_chunk(chunks[3])
+        wait_for(caught_up, "all chunks")
+    finally:
+        query.stop()
+
+    results = {r["table"]: r for r in json.loads(out)}
+    assert results[f"{scenario.namespace}.{scenario.prefix}_balances"]["rewritten_data_files"] > 0
+    assert "replace" in {s["operation"] for s in snapshots(spark, table)}, "a compaction was committed"
+    state, rows = table_state(spark, table)
+    assert rows == len(state), "no key twice"
+    assert state == oracle(changes), "compaction next to the stream lost and doubled nothing"
+    shown = as_json(cli("offsets", "show", "-c", str(config), "--json"))
+    assert {(r["topic"], r["partition"]): r["lag"] for r in shown} == {(topic, 0): 0, (topic, 1): 0}
