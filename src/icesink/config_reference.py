@@ -66,6 +66,10 @@ def _rows(model: type[BaseModel], prefix: str) -> list[str]:
         key = f"{prefix}{name}"
         annotation = field.annotation
         section = _section(annotation)
+        if typing.get_origin(annotation) is list and (item := _section(typing.get_args(annotation)[0])):
+            rows.append(f"| `{key}` | list of sections | {_default(field)} | {field.description} |")
+            rows.extend(_rows(item, f"{key}[]."))
+            continue
         if typing.get_origin(annotation) is dict and (inner := _section(typing.get_args(annotation)[1])):
             rows.append(f"| `{key}` | map of name to section | {_default(field)} | {field.description} |")
             rows.extend(_rows(inner, f"{key}.<name>."))

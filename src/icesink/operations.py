@@ -97,11 +97,21 @@ def offsets_reset(args: argparse.Namespace) -> int:
     if unknown:
         raise IcesinkError(f"no topic {', '.join(unknown)} matching kafka.subscribe_pattern")
     held = {s.table: s.offsets for s in states}
+    missing = sorted(only - {s.table.name for s in states})
+    if missing:
+        raise IcesinkError(
+            f"--table: no table {', '.join(missing)} in namespace {args.namespace or config.tables.namespace}"
+        )
     mode = reset_plan.Mode("timestamp" if args.to_timestamp else args.mode)
     selected = {tp: m for tp, m in marks.items() if not chosen or tp.topic in chosen}
     at = None
     if mode is reset_plan.Mode.TIMESTAMP:
-        when = dt.datetime.fromisoformat(args.to_timestamp)
+        try:
+            when = dt.datetime.fromisoformat(args.to_timestamp)
+        except ValueError:
+            raise IcesinkError(
+                f"--to-timestamp {args.to_timestamp!r} is not an ISO time such as 2026-11-25T00:00:00Z"
+            ) from None
         when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
         at = kafka_offsets.offsets_for_time(config, selected, int(when.timestamp() * 1000))
     plan = reset_plan.plan_reset(mode, held, selected, at)

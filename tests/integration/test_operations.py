@@ -150,6 +150,13 @@ def test_a_rewind_needs_the_flag_and_leaves_an_audit_record(
     assert "pass --rewind" in refused.stderr
     assert len(snapshots(spark, table)) == before, "nothing changed"
     assert scenario.checkpoint.exists(), "the checkpoint stays where it was"
+    for args, message in [
+        (["--table", "nope"], f"--table: no table nope in namespace {scenario.namespace}"),
+        (["--to-timestamp", "yesterday"], "--to-timestamp 'yesterday' is not an ISO time"),
+    ]:
+        bad = cli("offsets", "reset", "-c", config, "--dry-run", *args)
+        assert bad.returncode == 1
+        assert message in bad.stderr
 
     done = cli("offsets", "reset", "-c", config, "--to-earliest", "--rewind", "--table", f"{scenario.prefix}_audits")
     assert done.returncode == 0, done.stderr
