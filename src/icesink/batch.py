@@ -284,7 +284,7 @@ class BatchHandler:
         if flat is not None:
             incoming = StructType([StructField(c.column, c.type, True) for c in flat])
         elif settings.case_insensitive:
-            incoming = schema_diff.match_case(current, nested)
+            incoming = schema_diff.respelled(nested, current)
         else:
             incoming = nested
         target = schema_diff.merged(current, incoming)
@@ -293,7 +293,7 @@ class BatchHandler:
         if flat is not None:
             parsed = prepared.parse(nested)
         elif settings.case_insensitive:
-            parse_target = schema_diff.spelled_as(target, nested)
+            parse_target = schema_diff.respelled(target, nested)
             parsed = shaping.respell(prepared.parse(parse_target), target, parse_target)
         else:
             parsed = prepared.parse(target)

@@ -151,30 +151,18 @@ _PROMOTIONS = {
 }
 
 
-def match_case(table: StructType, batch: StructType) -> StructType:
-    """`batch` with each field renamed to the table's spelling where the two differ only in case."""
-    names = {f.name.lower(): f for f in table.fields}
+def respelled(struct: StructType, spelling: StructType) -> StructType:
+    """`struct` with each field renamed as `spelling` spells it where the two differ only in case,
+    in nested structs too. Batch -> table spelling matches records to existing columns; table ->
+    batch spelling is what a decoder, which matches names exactly, is asked to parse."""
+    names = {f.name.lower(): f for f in spelling.fields}
     fields = []
-    for f in batch.fields:
-        t = names.get(f.name.lower())
+    for f in struct.fields:
+        other = names.get(f.name.lower())
         dtype = f.dataType
-        if t is not None and isinstance(t.dataType, StructType) and isinstance(dtype, StructType):
-            dtype = match_case(t.dataType, dtype)
-        fields.append(StructField(t.name if t is not None else f.name, dtype, f.nullable, f.metadata))
-    return StructType(fields)
-
-
-def spelled_as(target: StructType, batch: StructType) -> StructType:
-    """`target` with each field renamed to the batch's spelling where they differ only in case:
-    what a decoder, which matches names exactly, is asked to parse (then cast back to `target`)."""
-    names = {f.name.lower(): f for f in batch.fields}
-    fields = []
-    for f in target.fields:
-        b = names.get(f.name.lower())
-        dtype = f.dataType
-        if b is not None and isinstance(b.dataType, StructType) and isinstance(dtype, StructType):
-            dtype = spelled_as(dtype, b.dataType)
-        fields.append(StructField(b.name if b is not None else f.name, dtype, f.nullable, f.metadata))
+        if other is not None and isinstance(other.dataType, StructType) and isinstance(dtype, StructType):
+            dtype = respelled(dtype, other.dataType)
+        fields.append(StructField(other.name if other is not None else f.name, dtype, f.nullable, f.metadata))
     return StructType(fields)
 
 

@@ -19,11 +19,10 @@ from icesink.schema_diff import (
     conflicts,
     flat_type,
     flattened,
-    match_case,
     merged,
     optional_columns,
     parse_schema,
-    spelled_as,
+    respelled,
     widened_columns,
 )
 
@@ -142,11 +141,11 @@ def test_case_insensitive_matching_both_ways() -> None:
     batch = s(
         f("USERID", LongType()), f("profile", s(f("name", StringType()), f("Age", LongType()))), f("New", LongType())
     )
-    matched = match_case(table, batch)
+    matched = respelled(batch, table)
     assert matched.fieldNames() == ["userId", "Profile", "New"]
     assert added_columns(table, matched)[0].path == "Profile.Age"
     target = merged(table, matched)
-    spelled = spelled_as(target, batch)
+    spelled = respelled(target, batch)
     assert spelled.fieldNames() == ["USERID", "profile", "New"]
     assert spelled["profile"].dataType == s(f("name", StringType()), f("Age", LongType()))
 
