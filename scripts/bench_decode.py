@@ -63,11 +63,14 @@ def registry_url() -> str:
 def generate(path: Path, n: int) -> float:
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    ser = AvroSerializer(SchemaRegistryClient({"url": registry_url()}), json.dumps(SCHEMA))
+    # A timeout (the client has none) and the plain {topic}-value subject: confluent-kafka 2.16's
+    # default strategy asks for associations, which Apicurio does not serve.
+    client = SchemaRegistryClient({"url": registry_url(), "timeout": 10})
+    ser = AvroSerializer(client, json.dumps(SCHEMA), conf={"subject.name.strategy": topic_subject_name_strategy})
     ctx = SerializationContext("bench.events", MessageField.VALUE)
     base = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
     values = []
@@ -172,7 +175,7 @@ def run_pandas_udf(spark: Any, path: Path) -> Any:
             from confluent_kafka.schema_registry import SchemaRegistryClient
             from confluent_kafka.schema_registry.avro import AvroDeserializer
 
-            state["d"] = AvroDeserializer(SchemaRegistryClient({"url": url}), schema_str=None)
+            state["d"] = AvroDeserializer(SchemaRegistryClient({"url": url, "timeout": 10}), schema_str=None)
         return state["d"]
 
     @pandas_udf(schema)  # type: ignore[call-overload]

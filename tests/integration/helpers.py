@@ -16,11 +16,12 @@ from typing import Any
 import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from pyspark.sql import SparkSession
 
 from icesink import offsets as codec
 from icesink.config import Config, parse_config
-from tests.conftest import CATALOG_URI, KAFKA, S3_ENDPOINT
+from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
 
 REPO = Path(__file__).resolve().parents[2]
 CATALOG = "icesink"
@@ -80,6 +81,17 @@ class Scenario:
     def write_config(self, path: Path, **overrides: Any) -> Path:
         path.write_text(yaml.safe_dump(self.raw_config(**overrides)))
         return path
+
+
+def registry_client() -> SchemaRegistryClient:
+    """The test producers' registry client. A timeout, so a lost response is retried instead of
+    hanging the run (the client has none by default)."""
+    return SchemaRegistryClient({"url": REGISTRY_URL, "timeout": 10})
+
+
+# The subject is {topic}-value, as producers have it; confluent-kafka 2.16's default strategy
+# first asks the registry for associations, an API Apicurio does not have.
+SERDE_CONF = {"subject.name.strategy": topic_subject_name_strategy}
 
 
 def create_topics(*topics: str, partitions: int = 2) -> None:

@@ -12,7 +12,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
@@ -21,7 +20,15 @@ from icesink import offsets as codec
 from icesink.errors import RegistryUnavailableError
 from icesink.job import Job
 from tests.conftest import REGISTRY_URL
-from tests.integration.helpers import Scenario, create_topics, end_offsets, produce, snapshots
+from tests.integration.helpers import (
+    SERDE_CONF,
+    Scenario,
+    create_topics,
+    end_offsets,
+    produce,
+    registry_client,
+    snapshots,
+)
 
 V1 = {
     "type": "record",
@@ -76,7 +83,7 @@ def payment(i: int, v2: bool) -> dict[str, Any]:
 
 
 def serializer(schema: dict[str, Any]) -> AvroSerializer:
-    return AvroSerializer(SchemaRegistryClient({"url": REGISTRY_URL}), json.dumps(schema))
+    return AvroSerializer(registry_client(), json.dumps(schema), conf=SERDE_CONF)
 
 
 def avro_values(topic: str, schema: dict[str, Any], items: list[dict[str, Any]]) -> list[bytes]:

@@ -9,7 +9,15 @@ from pyspark.sql import SparkSession
 
 from icesink import offsets as codec
 from icesink.job import Job
-from tests.integration.helpers import Scenario, create_topics, end_offsets, produce, snapshots
+from tests.integration.helpers import (
+    SERDE_CONF,
+    Scenario,
+    create_topics,
+    end_offsets,
+    produce,
+    registry_client,
+    snapshots,
+)
 
 
 def run_job(spark: SparkSession, scenario: Scenario, **overrides: object) -> Job:
@@ -90,16 +98,13 @@ def test_deleted_checkpoint_restarts_from_earliest_without_duplicates(spark: Spa
 
 
 def test_confluent_framed_json_and_bad_values_as_dead_letters(spark: SparkSession, scenario: Scenario) -> None:
-    from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.json_schema import JSONSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
-
-    from tests.conftest import REGISTRY_URL
 
     topic = scenario.topic("signups.20240108")
     create_topics(topic, partitions=1)
     schema = {"type": "object", "properties": {"id": {"type": "integer"}, "email": {"type": "string"}}}
-    ser = JSONSerializer(json.dumps(schema), SchemaRegistryClient({"url": REGISTRY_URL}))
+    ser = JSONSerializer(json.dumps(schema), registry_client(), conf=SERDE_CONF)
     ctx = SerializationContext(topic, MessageField.VALUE)
     framed = [ser({"id": i, "email": f"u{i}@x.org"}, ctx) for i in range(5)]
     assert framed[0][0] == 0, "JSONSerializer frames values like Avro"
