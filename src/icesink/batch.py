@@ -29,6 +29,7 @@ from icesink import (
     kafka_offsets,
     partitioning,
     record_routing,
+    retries,
     schema_diff,
     shaping,
 )
@@ -123,13 +124,39 @@ class BatchHandler:
         and step 1 drops what step 5 already committed.
         """
         try:
-            self._run(batch, batch_id)
+            self._run_until_reachable(batch, batch_id)
         except BaseException as e:
             self.failure = e
             raise
         if self.after_batch is not None:
             done, self.after_batch = self.after_batch, None
             done()
+
+    def _run_until_reachable(self, batch: DataFrame, batch_id: int) -> None:
+        """`_run`, run again while a service it needs is unreachable (see `retries`), so an outage
+        of the catalog, S3 or the registry holds the stream instead of ending it. The batch keeps
+        its offset range, so memory stays bounded however long the outage lasts."""
+        limit = self._config.job.retry_unreachable_for_s
+        deadline = time.monotonic() + limit
+        attempt = 0
+        while True:
+            try:
+                self._run(batch, batch_id)
+                if attempt:
+                    log.info("batch %d: committed after %d retr%s", batch_id, attempt, "y" if attempt == 1 else "ies")
+                return
+            except Exception as e:
+                attempt += 1
+                wait = retries.backoff_seconds(attempt)
+                if not retries.is_transient(e) or time.monotonic() + wait > deadline:
+                    if retries.is_transient(e):
+                        log.error("batch %d: still failing after %d s: %s", batch_id, limit, retries.brief(e))
+                    raise
+                log.warning(
+                    "batch %d: %s; nothing of it is lost, running it again in %.0f s (attempt %d, for up to %d s)",
+                    batch_id, retries.brief(e), wait, attempt + 1, limit,
+                )  # fmt: skip
+                time.sleep(wait)
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -166,7 +193,11 @@ class BatchHandler:
             elif work or unrouted:
                 dead = self._write_dead_letters(bad, ranges, batch_id, query_id)
             ready = self._prepare(work)
-            written = [(w, self._write(w, batch_id, query_id)) for w in ready]
+            written = []
+            for i, w in enumerate(ready):
+                if i:
+                    faults.maybe_kill("mid-write", batch_id, self._spark)
+                written.append((w, self._write(w, batch_id, query_id)))
             results = []
             if dead is not None:
                 results.append(self._commit(*dead, batch_id, query_id))
@@ -489,6 +520,7 @@ class BatchHandler:
             arrow_schema=arrow_schema,
             data_location=self._data_location(table),
             file_prefix=f"{query_id[:8]}-{batch_id:08d}",
+            batch_id=batch_id,
             storage=self._storage,
             target_file_size=self._config.tables.target_file_size_bytes,
             partition_columns=len(parts),
