@@ -37,11 +37,11 @@ from icesink.changes import ChangeSpec
 from icesink.config import Config, ErrorPolicy, IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
 from icesink.decode.build import build_decoder, build_key_decoder
-from icesink.errors import ConfigError, DecodeError, SchemaConflictError
+from icesink.errors import ConfigError, DecodeError, OffsetsError, SchemaConflictError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
-from icesink.planning import PartitionRange, TablePlan, plan_table
+from icesink.planning import PartitionRange, TablePlan, log_behind_table, plan_table
 from icesink.routing import Router, TableRef
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
@@ -275,7 +275,23 @@ class BatchHandler:
     def _plan_one(self, ref: TableRef, ranges: list[PartitionRange]) -> tuple[TablePlan, JavaObject | None]:
         table = self._catalog.load(ref)
         committed = self._catalog.committed_offsets(table) if table is not None else {}
-        return plan_table(ref, ranges, committed), table
+        plan = plan_table(ref, ranges, committed)
+        if plan.keep_from:
+            # A replay, a reset, or a topic recreated under the same name: only Kafka can tell.
+            ends = {tp: end for tp, (_, end) in kafka_offsets.watermarks(self._config, plan.keep_from).items()}
+            behind = log_behind_table(committed, ends)
+            if behind:
+                detail = "; ".join(
+                    f"{tp}: the table holds up to {committed[tp]}, the log ends at {ends[tp]}" for tp in behind
+                )
+                topics = " ".join(f"--topic {t}" for t in sorted({tp.topic for tp in behind}))
+                raise OffsetsError(
+                    f"table {ref}: Kafka's log ends below the offsets the table holds ({detail}); the topic was "
+                    "deleted and recreated, or truncated, and its new records would be taken for ones the table "
+                    f"has. Nothing was committed. Rewind the table for it: icesink offsets reset {topics} "
+                    "--to-earliest --rewind"
+                )
+        return plan, table
 
     # ------------------------------------------------------------------ 2. decode
 

@@ -8,7 +8,9 @@ the worst moments for exactly-once:
   mid-write           some tables' files are written, others not, nothing is committed;
   executor-write      a Python worker dies after writing its files, before reporting them
                       (only the worker is killed: Spark fails the task, and the batch).
-The driver kills its JVM first, then itself, as a machine loss would.
+The driver kills its JVM first, then itself, as a machine loss would. With
+ICESINK_FAULT_ONCE=<path>, a kill happens only while <path> does not exist and creates it, so a
+restarted job (or Spark's retry of the task) runs on.
 
 ICESINK_FAULT_PAUSE=<point>:<batch id> with ICESINK_FAULT_PAUSE_FILE=<path> stops the job at
 that point: it creates `<path>.reached` and waits until `<path>` exists (at most 10 minutes), so a
@@ -29,6 +31,7 @@ from pyspark.sql import SparkSession
 from icesink.jvm import jvm
 
 ENV = "ICESINK_FAULT_INJECT"
+ONCE_ENV = "ICESINK_FAULT_ONCE"
 PAUSE_ENV = "ICESINK_FAULT_PAUSE"
 PAUSE_FILE_ENV = "ICESINK_FAULT_PAUSE_FILE"
 _PAUSE_LIMIT_S = 600
@@ -42,7 +45,16 @@ def _armed(env: str, point: str, batch_id: int) -> bool:
 
 
 def armed(point: str, batch_id: int) -> bool:
-    return _armed(ENV, point, batch_id)
+    if not _armed(ENV, point, batch_id):
+        return False
+    once = os.environ.get(ONCE_ENV)
+    if not once:
+        return True
+    try:
+        Path(once).touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
 
 
 def maybe_kill(point: str, batch_id: int, spark: SparkSession) -> None:
