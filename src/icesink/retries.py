@@ -43,16 +43,14 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """True when `exc` comes from a service being unreachable, not from the data or the config."""
+    """True when `exc` comes from a service being unreachable, not from the data or the config.
+    Our own errors count by their cause only: their text may quote a record or a column."""
     chain = _chain(exc)
-    for e in chain:
-        if isinstance(e, (RegistryUnavailableError, CommitOutcomeUnknownError)):
-            return True
-    if isinstance(exc, IcesinkError):
-        return False  # our own verdicts on data, config and offsets are final
+    if any(isinstance(e, (RegistryUnavailableError, CommitOutcomeUnknownError)) for e in chain):
+        return True
     if isinstance(exc, (KeyboardInterrupt, SystemExit, MemoryError)):
         return False
-    text = "\n".join(str(e) for e in chain)
+    text = "\n".join(str(e) for e in chain if not isinstance(e, IcesinkError))
     return any(marker in text for marker in _UNREACHABLE)
 
 
