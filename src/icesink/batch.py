@@ -282,7 +282,7 @@ class BatchHandler:
             behind = log_behind_table(committed, ends)
             if behind:
                 detail = "; ".join(
-                    f"{tp}: the table holds up to {committed[tp]}, the log ends at {ends[tp]}" for tp in behind
+                    f"{tp}: the table's next offset is {committed[tp]}, the log ends at {ends[tp]}" for tp in behind
                 )
                 topics = " ".join(f"--topic {t}" for t in sorted({tp.topic for tp in behind}))
                 raise OffsetsError(

@@ -1,8 +1,10 @@
 """A loopback HTTP proxy in front of the REST catalog that loses the answer to a table commit.
 
 The commit reaches the catalog and is applied; the client then sees no answer (`drop`: the
-connection is closed) or a 503/502 (`503`, `502`), as with a load balancer timing out. The job
-cannot tell whether its snapshot landed: exactly the case it must settle from the table itself.
+connection is closed) or a 503/502 (`503`, `502`), as with a load balancer timing out; with
+`outage`, every request after the lost answer also gets a 503 for `outage_s` seconds, so the
+client cannot even look whether its commit landed. The job cannot tell whether its snapshot
+landed: exactly the case it must settle from the table itself.
 """
 
 from __future__ import annotations
@@ -10,14 +12,18 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 
 class CatalogProxy:
-    def __init__(self, upstream: str, fault: str, commits_to_fail: int = 1) -> None:
+    def __init__(self, upstream: str, fault: str, commits_to_fail: int = 1, outage_s: float = 15) -> None:
         self.upstream = urlparse(upstream)
         self.fault = fault
+        self.outage_s = outage_s
+        self.down_until = 0.0
+        self.refused = 0  # requests answered 503 during an outage
         self.remaining = commits_to_fail
         self.faults = 0  # answers lost so far
         self.commits = 0  # table commits forwarded
@@ -54,7 +60,15 @@ class CatalogProxy:
                 return False
             self.remaining -= 1
             self.faults += 1
+            if self.fault == "outage":
+                self.down_until = time.monotonic() + self.outage_s
             return True
+
+    def _down(self) -> bool:
+        with self._lock:
+            down = time.monotonic() < self.down_until
+            self.refused += down
+            return down
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -68,6 +82,13 @@ class CatalogProxy:
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if proxy._down():
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.close_connection = True
+                    return
                 lose = proxy._lose_this_answer(self.command, self.path, body)
                 conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
@@ -78,7 +99,7 @@ class CatalogProxy:
                 if lose and proxy.fault == "drop":
                     self.close_connection = True  # applied upstream, no answer here
                     return
-                status = int(proxy.fault) if lose else answer.status
+                status = (503 if proxy.fault == "outage" else int(proxy.fault)) if lose else answer.status
                 self.send_response(status)
                 sent = {"content-length", "connection", "transfer-encoding"}
                 for k, v in answer.getheaders():

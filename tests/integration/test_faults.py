@@ -200,7 +200,7 @@ def test_a_zombie_job_on_the_same_tables_is_fenced(spark: SparkSession, scenario
 # ---------------------------------------------------------------- 5: commit outcome unknown
 
 
-@pytest.mark.parametrize("fault", ["drop", "503", "502"])
+@pytest.mark.parametrize("fault", ["drop", "503", "502", "outage"])
 def test_a_lost_commit_answer_is_settled_from_the_table(
     fault: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -217,6 +217,8 @@ def test_a_lost_commit_answer_is_settled_from_the_table(
     (tmp_path / "job.log").write_text(result.stderr)
     assert result.returncode == 0, result.stderr[-3000:]
     assert proxy.faults == 2, "both batches' commit answers were lost"
+    if fault == "outage":
+        assert proxy.refused > 0, "the catalog was unreachable right after the lost answers"
     assert len(snapshots(spark, table)) == 2, "each batch exactly once"
     oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
 
@@ -389,8 +391,9 @@ def test_a_recreated_topic_is_refused_until_the_table_is_rewound(
     shutil.rmtree(scenario.checkpoint)
     refused = run_cli(config)
     assert refused.returncode == 1, refused.stderr[-3000:]
-    assert f"{topic}[0]: the table holds 60, the log ends at 20" in refused.stderr
-    assert f"icesink offsets reset --topic {topic} --to-earliest --rewind" in refused.stderr
+    error = next(line for line in refused.stderr.splitlines() if line.startswith("icesink: error"))
+    assert f"{topic}[0]: the table's next offset is 60, the log ends at 20" in error, error
+    assert f"icesink offsets reset --topic {topic} --to-earliest --rewind" in error
     assert len(snapshots(spark, table)) == 1, "nothing committed"
 
     reset = subprocess.run(
