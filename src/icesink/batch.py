@@ -42,6 +42,7 @@ from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
 from icesink.planning import PartitionRange, TablePlan, plan_table
 from icesink.routing import Router, TableRef
+from icesink.timings import BatchTimings
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,8 @@ class BatchHandler:
         self.failure: BaseException | None = None
         # Called once after the first batch is handled (the job retires a reset's starting offsets).
         self.after_batch: Callable[[], None] | None = None
+        # Called with each handled batch's step timings (also logged at INFO).
+        self.on_timings: Callable[[BatchTimings], None] | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commits one micro-batch. The steps, in order:
@@ -133,10 +136,12 @@ class BatchHandler:
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        timings = BatchTimings(batch_id)
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         persisted: list[DataFrame] = [batch]
         try:
             ranges, planned = self._ranges(batch)
+            timings.lap("read")
             if not ranges:
                 log.info("batch %d: empty", batch_id)
                 return
@@ -150,11 +155,14 @@ class BatchHandler:
             )
             persisted.extend(targets.persisted)
             work = []
-            for plan, table, condition in self._plan(targets):
+            plans = self._plan(targets)
+            timings.lap("plan")
+            for plan, table, condition in plans:
                 if plan.has_new_records:
                     work.append(self._decode(targets.source, plan, table, planned, condition))
                 else:
                     log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+            timings.lap("decode")
             query_id = self._query_id()
             dead = None
             unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
@@ -165,8 +173,11 @@ class BatchHandler:
                 self._fail_on_bad_records(bad, batch_id)
             elif work or unrouted:
                 dead = self._write_dead_letters(bad, ranges, batch_id, query_id)
+            timings.lap("dead_letters")
             ready = self._prepare(work)
+            timings.lap("prepare")
             written = [(w, self._write(w, batch_id, query_id)) for w in ready]
+            timings.lap("write")
             results = []
             if dead is not None:
                 results.append(self._commit(*dead, batch_id, query_id))
@@ -175,12 +186,18 @@ class BatchHandler:
                 self._commit(w.plan, w.table, files, batch_id, query_id, w.changes.keys if w.changes else ())
                 for w, files in written
             ]
+            timings.lap("commit")
             log.info(
                 "batch %d: %d record(s) from %d topic-partition(s), %d row(s) to %d table(s) in %.1fs",
                 batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
                 len(results), time.monotonic() - started,
             )  # fmt: skip
             self._commit_group(ranges, batch_id)
+            timings.lap("group")
+            timings.records = sum(r.records for r in ranges)
+            log.info("%s", timings.line())
+            if self.on_timings is not None:
+                self.on_timings(timings)
             faults.maybe_kill("after-commit", batch_id, self._spark)
         finally:
             for frame in persisted:
