@@ -10,7 +10,7 @@ from typing import Any
 
 from pyarrow import schema as pa_schema
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
@@ -75,6 +75,21 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
         pairs += [F.lit(f"{tp.topic}:{tp.partition}"), F.lit(off)]
     floor = F.element_at(F.create_map(*pairs), F.concat_ws(":", F.col("topic"), F.col("partition").cast("string")))
     return F.col("offset") >= F.coalesce(floor, F.lit(0))
+
+
+def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None:
+    """The count an action observed, or None when Spark did not report it (in time). Spark hands
+    observed metrics over through its listener bus, a moment after the action returns."""
+    future = observation._jo.future() if observation._jo is not None else None
+    deadline = time.monotonic() + wait_s
+    try:
+        while future is not None and not future.isCompleted():
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.005)
+        return int(observation.get["bad"]) if future is not None else None
+    except Exception:
+        return None
 
 
 class BatchHandler:
@@ -171,13 +186,19 @@ class BatchHandler:
             # orphan files only, and the whole batch is retried.
             if self._config.decode.on_error is ErrorPolicy.FAIL:
                 self._fail_on_bad_records(bad, batch_id)
-            elif work or unrouted:
-                dead = self._write_dead_letters(bad, ranges, batch_id, query_id)
-            timings.lap("dead_letters")
             ready = self._prepare(work)
             timings.lap("prepare")
-            written = [(w, self._write(w, batch_id, query_id)) for w in ready]
+            seen: dict[str, Observation] = {}
+            written = [(w, self._write(w, batch_id, query_id, seen)) for w in ready]
             timings.lap("write")
+            if self._config.decode.on_error is not ErrorPolicy.FAIL:
+                # Each table's write counted its bad records on the way: only tables with some (or
+                # an unknown count) and the records no table took need the dead-letter pass.
+                clean = {t for t, o in seen.items() if observed_count(o) == 0}
+                todo = [(t, records) for t, records in bad if t not in clean]
+                if todo:
+                    dead = self._write_dead_letters(todo, ranges, batch_id, query_id)
+            timings.lap("dead_letters")
             results = []
             if dead is not None:
                 results.append(self._commit(*dead, batch_id, query_id))
@@ -469,11 +490,14 @@ class BatchHandler:
 
     # ------------------------------------------------------------------ 4. write, 5. commit
 
-    def _write(self, w: _TableWork, batch_id: int, query_id: str) -> list[DataFileRef]:
+    def _write(self, w: _TableWork, batch_id: int, query_id: str, seen: dict[str, Observation]) -> list[DataFileRef]:
+        """Writes the table's good rows; `seen[table]` counts its bad records in the same pass."""
+        seen[str(w.plan.table)] = counted = Observation()
+        parsed = w.parsed.observe(counted, F.count_if(F.col(ERROR).isNotNull()).alias("bad"))
         if w.changes is None:
-            return self._write_rows(good_rows(w.parsed, w.target), w.table, w.plan.table, batch_id, query_id)
+            return self._write_rows(good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
         columns = w.target.fieldNames()
-        good = w.parsed.where(F.col(ERROR).isNull()).select(
+        good = parsed.where(F.col(ERROR).isNull()).select(
             *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
         )
         last = changes.last_change_per_key(good, w.changes, columns)
