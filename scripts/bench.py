@@ -250,6 +250,22 @@ def session(tmp: Path) -> Any:
     return spark
 
 
+def tree_cpu() -> float:
+    """CPU seconds of this process and its descendants (driver JVM, Python workers), counting the
+    ones that ended through their parents."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
 def emit(**fields: Any) -> None:
     print("BENCH " + json.dumps(fields, default=str), flush=True)
 
@@ -276,16 +292,16 @@ def run_icesink(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
         job = Job(spark, cfg)
         batches: list[dict[str, Any]] = []
         job.handler.on_timings = collector(batches)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), tree_cpu()
         job.run()
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, tree_cpu() - cpu
         if job.handler.failure is not None:
             raise SystemExit(f"icesink run failed: {job.handler.failure}")
         table = f"{CATALOG}.{ns}.{topic}"
         rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
         if warm:
             continue
-        emit(kind="run", seconds=seconds, records=spec["records"], rows=rows, batches=batches, table=table)
+        emit(kind="run", seconds=seconds, cpu=cpu, records=spec["records"], rows=rows, batches=batches, table=table)
 
 
 def seed000_udf(schema: Any, url: str) -> Any:
@@ -356,7 +372,7 @@ def run_baseline(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
         spark.createDataFrame([], struct).writeTo(table).using("iceberg").tableProperty("format-version", "2").create()
         source = kafka_stream(spark, topic, spec["max_per_trigger"])
         checkpoint = str(tmp / f"cp-{ns}")
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), tree_cpu()
         if spec["kind"] == "seed000":
             decode = seed000_udf(struct, REGISTRY_URL)
 
@@ -376,10 +392,10 @@ def run_baseline(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
         if q is None:
             q = query.trigger(availableNow=True).start()
         q.awaitTermination()
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, tree_cpu() - cpu
         rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
         if not warm:
-            emit(kind="run", seconds=seconds, records=spec["records"], rows=rows, batches=[], table=table)
+            emit(kind="run", seconds=seconds, cpu=cpu, records=spec["records"], rows=rows, batches=[], table=table)
 
 
 def run_freshness(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
@@ -554,6 +570,7 @@ def measure(name: str, spec: dict[str, Any], log: Path) -> dict[str, Any]:
                 if r["kind"] == "run":
                     print(
                         f"    {r['seconds']:7.1f} s  {r['records'] / r['seconds']:>10,.0f} records/s  "
+                        f"{r['records'] / r['cpu']:>9,.0f} records/CPU-s  "
                         f"({r['rows']:,} rows, {len(r['batches'])} batches)",
                         flush=True,
                     )
@@ -574,10 +591,12 @@ def measure(name: str, spec: dict[str, Any], log: Path) -> dict[str, Any]:
 def summarize_runs(name: str, measured: dict[str, Any], records: int) -> dict[str, Any]:
     runs = [r for r in measured["results"] if r["kind"] == "run"]
     rates = [records / r["seconds"] for r in runs]
+    per_cpu = [records / r["cpu"] for r in runs]
     out: dict[str, Any] = {
         "approach": name,
         "rates": rates,
         "median": statistics.median(rates),
+        "per_cpu_s": statistics.median(per_cpu),
         "rows": [r["rows"] for r in runs],
         "peak_jvm_mb": measured["peak_jvm_mb"],
         "peak_workers_mb": measured["peak_workers_mb"],
@@ -630,13 +649,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"JSON ~{r['value_bytes']['json']:.0f} bytes), maxOffsetsPerTrigger {r['max_per_trigger']:,}, "
         f"median of {r['repeat']} run(s), Spark local[2], whole stack on {os.cpu_count()} cores.",
         "",
-        "| approach | median records/s | runs | peak RSS driver JVM | peak RSS Python workers |",
-        "| --- | ---: | --- | ---: | ---: |",
+        "| approach | median records/s | runs | records per CPU-s | peak RSS driver JVM | peak RSS Python workers |",
+        "| --- | ---: | --- | ---: | ---: | ---: |",
     ]
     for a in r["throughput"].values():
         runs = ", ".join(f"{x:,.0f}" for x in a["rates"])
         lines.append(
-            f"| {a['approach']} | {a['median']:,.0f} | {runs} | {a['peak_jvm_mb']:,.0f} MB | "
+            f"| {a['approach']} | {a['median']:,.0f} | {runs} | {a['per_cpu_s']:,.0f} | {a['peak_jvm_mb']:,.0f} MB | "
             f"{a['peak_workers_mb']:,.0f} MB |"
         )
     if r["ratios"]:
