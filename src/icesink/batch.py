@@ -29,6 +29,7 @@ from icesink import (
     kafka_offsets,
     partitioning,
     record_routing,
+    retries,
     schema_diff,
     shaping,
 )
@@ -36,11 +37,11 @@ from icesink.changes import ChangeSpec
 from icesink.config import Config, ErrorPolicy, IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
 from icesink.decode.build import build_decoder, build_key_decoder
-from icesink.errors import ConfigError, DecodeError, SchemaConflictError
+from icesink.errors import ConfigError, DecodeError, OffsetsError, SchemaConflictError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
-from icesink.planning import PartitionRange, TablePlan, plan_table
+from icesink.planning import PartitionRange, TablePlan, log_behind_table, plan_table
 from icesink.routing import Router, TableRef
 from icesink.timings import BatchTimings
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
@@ -141,13 +142,39 @@ class BatchHandler:
         and step 1 drops what step 5 already committed.
         """
         try:
-            self._run(batch, batch_id)
+            self._run_until_reachable(batch, batch_id)
         except BaseException as e:
             self.failure = e
             raise
         if self.after_batch is not None:
             done, self.after_batch = self.after_batch, None
             done()
+
+    def _run_until_reachable(self, batch: DataFrame, batch_id: int) -> None:
+        """`_run`, run again while a service it needs is unreachable (see `retries`), so an outage
+        of the catalog, S3 or the registry holds the stream instead of ending it. The batch keeps
+        its offset range, so memory stays bounded however long the outage lasts."""
+        limit = self._config.job.retry_unreachable_for_s
+        deadline = time.monotonic() + limit
+        attempt = 0
+        while True:
+            try:
+                self._run(batch, batch_id)
+                if attempt:
+                    log.info("batch %d: committed after %d retr%s", batch_id, attempt, "y" if attempt == 1 else "ies")
+                return
+            except Exception as e:
+                attempt += 1
+                wait = retries.backoff_seconds(attempt)
+                if not retries.is_transient(e) or time.monotonic() + wait > deadline:
+                    if retries.is_transient(e):
+                        log.error("batch %d: still failing after %d s: %s", batch_id, limit, retries.brief(e))
+                    raise
+                log.warning(
+                    "batch %d: %s; nothing of it is lost, running it again in %.0f s (attempt %d, for up to %d s)",
+                    batch_id, retries.brief(e), wait, attempt + 1, limit,
+                )  # fmt: skip
+                time.sleep(wait)
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
@@ -189,7 +216,11 @@ class BatchHandler:
             ready = self._prepare(work)
             timings.lap("prepare")
             seen: dict[str, Observation] = {}
-            written = [(w, self._write(w, batch_id, query_id, seen)) for w in ready]
+            written = []
+            for i, w in enumerate(ready):
+                if i:
+                    faults.maybe_kill("mid-write", batch_id, self._spark)
+                written.append((w, self._write(w, batch_id, query_id, seen)))
             timings.lap("write")
             if self._config.decode.on_error is not ErrorPolicy.FAIL:
                 # Each table's write counted its bad records on the way: only tables with some (or
@@ -282,7 +313,23 @@ class BatchHandler:
     def _plan_one(self, ref: TableRef, ranges: list[PartitionRange]) -> tuple[TablePlan, JavaObject | None]:
         table = self._catalog.load(ref)
         committed = self._catalog.committed_offsets(table) if table is not None else {}
-        return plan_table(ref, ranges, committed), table
+        plan = plan_table(ref, ranges, committed)
+        if plan.keep_from:
+            # A replay, a reset, or a topic recreated under the same name: only Kafka can tell.
+            ends = {tp: end for tp, (_, end) in kafka_offsets.watermarks(self._config, plan.keep_from).items()}
+            behind = log_behind_table(committed, ends)
+            if behind:
+                detail = "; ".join(
+                    f"{tp}: the table holds up to {committed[tp]}, the log ends at {ends[tp]}" for tp in behind
+                )
+                topics = " ".join(f"--topic {t}" for t in sorted({tp.topic for tp in behind}))
+                raise OffsetsError(
+                    f"table {ref}: Kafka's log ends below the offsets the table holds ({detail}); the topic was "
+                    "deleted and recreated, or truncated, and its new records would be taken for ones the table "
+                    f"has. Nothing was committed. Rewind the table for it: icesink offsets reset {topics} "
+                    "--to-earliest --rewind"
+                )
+        return plan, table
 
     # ------------------------------------------------------------------ 2. decode
 
@@ -530,6 +577,7 @@ class BatchHandler:
             arrow_schema=arrow_schema,
             data_location=self._data_location(table),
             file_prefix=f"{query_id[:8]}-{batch_id:08d}",
+            batch_id=batch_id,
             storage=self._storage,
             target_file_size=self._config.tables.target_file_size_bytes,
             partition_columns=len(parts),

@@ -66,6 +66,12 @@ class JobConfig(_Section):
         description="Spark checkpoint folder (local path or URI); the tables stay the source of truth"
     )
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)  # type: ignore[arg-type]
+    retry_unreachable_for_s: int = Field(
+        300,
+        ge=0,
+        description="how long a batch is run again while the catalog, S3, the registry or Kafka is "
+        "unreachable (backing off up to 30 s) before the job fails; 0 fails at once",
+    )
 
     @field_validator("checkpoint_location")
     @classmethod

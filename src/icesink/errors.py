@@ -37,3 +37,7 @@ class OffsetsError(IcesinkError):
 
 class SchemaConflictError(IcesinkError):
     """A record schema that cannot evolve its table (e.g. string -> int) under the `fail` policy."""
+
+
+class CommitOutcomeUnknownError(CommitError):
+    """The catalog did not confirm a commit and the table does not hold it: safe to retry."""

@@ -12,12 +12,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
+from icesink import commit_guard, faults, partitioning
 from icesink import offsets as offsets_codec
-from icesink import partitioning
-from icesink.errors import CommitError
+from icesink.errors import CommitError, CommitOutcomeUnknownError
 from icesink.jvm import jsession, jvm, string_array
 from icesink.offsets import Offsets
 from icesink.partitioning import PartitionField
@@ -28,6 +30,19 @@ from icesink.schema_diff import AddColumn, WidenColumn
 log = logging.getLogger(__name__)
 
 JavaObject = Any  # a py4j proxy
+
+_VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
+_OUTCOME_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+
+
+def _offsets_moved(ref: TableRef, plan: TablePlan, now: Offsets) -> CommitError:
+    tps = sorted(set(plan.batch_tps) | set(now) | set(plan.committed))
+    moved = [tp for tp in tps if now.get(tp) != plan.committed.get(tp)]
+    detail = ", ".join(f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5])
+    return CommitError(
+        f"table {ref}: offsets changed while the batch was written ({detail}); is another job writing "
+        "this table? nothing was committed; the batch is replayed from the table's offsets"
+    )
 
 
 @dataclass(frozen=True)
@@ -248,11 +263,7 @@ class IcebergCatalog:
         now = self.committed_offsets(table)
         moved = sorted(tp for tp in plan.batch_tps if now.get(tp) != plan.committed.get(tp))
         if moved:
-            detail = ", ".join(f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5])
-            raise CommitError(
-                f"table {ref}: offsets changed while the batch was written ({detail}); is another job "
-                "writing this table? nothing was committed; the batch is replayed from the table's offsets"
-            )
+            raise _offsets_moved(ref, plan, now)
         data = [f for f in files if f.content == "data"]
         deletes = [f for f in files if f.content == "deletes"]
         if deletes and not key_columns:
@@ -295,11 +306,11 @@ class IcebergCatalog:
                 if spec.isPartitioned():
                     builder = builder.withPartition(self._partition(spec, f.partition))
                 update.addDeletes(builder.build())
-        summary = offsets_codec.summary_properties(offsets_codec.advance(now, plan.next_offsets), query_id, batch_id)
-        for k, v in summary.items():
+        intended = offsets_codec.advance(now, plan.next_offsets)
+        for k, v in offsets_codec.summary_properties(intended, query_id, batch_id).items():
             update.set(k, v)
-        update.commit()
-        snapshot_id = int(table.currentSnapshot().snapshotId())
+        faults.maybe_pause("before-table-commit", batch_id)
+        snapshot_id = self._commit_fenced(table, update, plan, now, intended, query_id, batch_id)
         return CommitResult(
             ref,
             snapshot_id,
@@ -308,6 +319,45 @@ class IcebergCatalog:
             delete_files=len(deletes),
             deletes=sum(f.record_count for f in deletes),
         )
+
+    def _commit_fenced(
+        self,
+        table: JavaObject,
+        update: JavaObject,
+        plan: TablePlan,
+        now: Offsets,
+        intended: Offsets,
+        query_id: str,
+        batch_id: int,
+    ) -> int:
+        """`update.commit()`, valid only on the offsets `now` (see `commit_guard`). Returns the
+        snapshot id. When the outcome is unclear (the catalog's answer was lost, or a re-sent
+        request found its first attempt applied), the table itself says whether this batch landed."""
+        ensure_callback_server_started(self._spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
+        update.validateWith(commit_guard.OffsetsUnchanged(now)).deleteWith(commit_guard.KeepFiles())
+        try:
+            update.commit()
+            return int(table.currentSnapshot().snapshotId())
+        except Py4JJavaError as e:
+            failure = str(e.java_exception.getClass().getName())
+            if failure not in (_VALIDATION_FAILED, _OUTCOME_UNKNOWN):
+                raise
+            cause = e
+        table.refresh()
+        newest = commit_guard.newest_offset_summary(self._summaries(table))
+        if commit_guard.is_our_commit(newest, query_id, batch_id, intended):
+            snapshot = table.currentSnapshot()
+            log.warning(
+                "table %s: the commit of batch %d was not confirmed (%s), but the table holds it; going on",
+                plan.table, batch_id, failure.rsplit(".", 1)[-1],
+            )  # fmt: skip
+            return int(snapshot.snapshotId())
+        if failure == _OUTCOME_UNKNOWN:
+            raise CommitOutcomeUnknownError(
+                f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "
+                "table does not hold it; nothing was committed, the batch is retried"
+            ) from cause
+        raise _offsets_moved(plan.table, plan, self.committed_offsets(table)) from cause
 
     def _jlist(self, values: Sequence[str | None]) -> JavaObject:
         out = self._jvm.java.util.ArrayList()

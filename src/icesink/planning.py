@@ -67,3 +67,11 @@ def plan_table(table: TableRef, ranges: Iterable[PartitionRange], committed: Map
         batch_tps=tuple(sorted(r.tp for r in ranges_list)),
         skipped_tps=tuple(skipped),
     )
+
+
+def log_behind_table(
+    committed: Mapping[TopicPartition, int], log_ends: Mapping[TopicPartition, int]
+) -> list[TopicPartition]:
+    """Topic-partitions whose Kafka log ends below the offset the table holds: the topic was
+    deleted and recreated (or truncated), and its new records sit at offsets the table claims."""
+    return sorted(tp for tp, end in log_ends.items() if end < committed.get(tp, 0))

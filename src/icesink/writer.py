@@ -22,6 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from icesink import faults
+
 DESCRIPTOR_DDL = "path string, record_count long, file_size long, content string, partition array<string>"
 DATA, DELETES = "data", "deletes"
 _ROW_GROUP_ROWS = 256 * 1024
@@ -74,6 +76,7 @@ class WriteTask:
     # an operation column after the partition values; every row's key goes to the delete file and
     # the rows whose operation is not D to the data file.
     delete_schema: pa.Schema | None = None
+    batch_id: int = -1
 
 
 def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -264,6 +267,8 @@ def map_in_arrow_fn(task: WriteTask):  # type: ignore[no-untyped-def]
         keep_zip_directories()
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
-        yield from descriptor_batches(write_files(task, batches, pid))
+        files = write_files(task, batches, pid)
+        faults.maybe_kill_worker("executor-write", task.batch_id)
+        yield from descriptor_batches(files)
 
     return run

@@ -165,3 +165,17 @@ def run_cli(
         [sys.executable, "-m", "icesink", "run", "--config", str(config_path)],
         env=full_env, capture_output=True, text=True, timeout=timeout, cwd=REPO,
     )  # fmt: skip
+
+
+def start_cli(config_path: Path, log_path: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    """`icesink run` started in the background; its output goes to `log_path`."""
+    out = log_path.open("w")
+    return subprocess.Popen(
+        [sys.executable, "-m", "icesink", "run", "--config", str(config_path)],
+        env={**os.environ, **(env or {})}, stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+    )  # fmt: skip
+
+
+def stack(*args: str) -> None:
+    """`scripts/stack ...` (stop or start one service)."""
+    subprocess.run([str(REPO / "scripts" / "stack"), *args], check=True, timeout=300, capture_output=True)

@@ -193,7 +193,13 @@ def test_unreachable_registry_fails_the_batch_then_it_resumes(spark: SparkSessio
 
     down = Job(
         spark,
-        scenario.config(**{"decode.format": "avro", "decode.registry": {"url": "http://127.0.0.1:9", "attempts": 2}}),
+        scenario.config(
+            **{
+                "decode.format": "avro",
+                "decode.registry": {"url": "http://127.0.0.1:9", "attempts": 2},
+                "job.retry_unreachable_for_s": 0,  # fail at once (test_faults waits an outage out)
+            }
+        ),
     )
     with pytest.raises(Exception, match=r"unavailable after 2 attempts"):
         down.run()

@@ -1,0 +1,102 @@
+"""A loopback HTTP proxy in front of the REST catalog that loses the answer to a table commit.
+
+The commit reaches the catalog and is applied; the client then sees no answer (`drop`: the
+connection is closed) or a 503/502 (`503`, `502`), as with a load balancer timing out. The job
+cannot tell whether its snapshot landed: exactly the case it must settle from the table itself.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+
+class CatalogProxy:
+    def __init__(self, upstream: str, fault: str, commits_to_fail: int = 1) -> None:
+        self.upstream = urlparse(upstream)
+        self.fault = fault
+        self.remaining = commits_to_fail
+        self.faults = 0  # answers lost so far
+        self.commits = 0  # table commits forwarded
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> CatalogProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _lose_this_answer(self, method: str, path: str, body: bytes) -> bool:
+        # A table commit: POST /v1/namespaces/{ns}/tables/{table} with a new snapshot.
+        parts = path.split("?")[0].strip("/").split("/")
+        if method != "POST" or len(parts) != 5 or parts[3] != "tables" or b"add-snapshot" not in body:
+            return False
+        try:
+            name = parts[4]
+            updates = json.loads(body).get("updates", [])
+        except ValueError:
+            return False
+        with self._lock:
+            self.commits += 1
+            if self.remaining <= 0 or name == "dead_letters" or not updates:
+                return False
+            self.remaining -= 1
+            self.faults += 1
+            return True
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                lose = proxy._lose_this_answer(self.command, self.path, body)
+                conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                conn.request(self.command, self.path, body=body or None, headers=headers)
+                answer = conn.getresponse()
+                payload = answer.read()
+                conn.close()
+                if lose and proxy.fault == "drop":
+                    self.close_connection = True  # applied upstream, no answer here
+                    return
+                status = int(proxy.fault) if lose else answer.status
+                self.send_response(status)
+                sent = {"content-length", "connection", "transfer-encoding"}
+                for k, v in answer.getheaders():
+                    if k.lower() not in sent and not lose:
+                        self.send_header(k, v)
+                out = (
+                    b'{"error": {"message": "upstream timed out", "type": "ServiceUnavailable", "code": %d}}' % (status)
+                    if lose
+                    else payload
+                )
+                if lose:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(out)
+                self.close_connection = True
+
+            do_GET = do_POST = do_DELETE = do_HEAD = do_PUT = _forward  # noqa: N815
+
+        return Handler

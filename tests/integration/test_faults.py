@@ -1,0 +1,419 @@
+"""Fault injection: crashes, lost answers, concurrent writers, zombies, outages and bad input, each
+followed by the exactly-once oracle (`oracle.check`): the table holds every good record once, the
+dead-letter table every poison record once, the offsets reach the topics' ends, Spark's checkpoint
+agrees (or trails by the one batch a crash left), and every file the table references exists.
+
+The job runs as users run it: `icesink run` in its own process, faults injected through the
+environment-gated hooks of `icesink.faults`, by stopping services of the stack, or by a proxy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import TopicPartition as KafkaTP
+from confluent_kafka.admin import AdminClient
+from pyspark.sql import SparkSession
+
+from icesink import faults
+from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL
+from tests.integration import oracle
+from tests.integration.catalog_proxy import CatalogProxy
+from tests.integration.helpers import Scenario, create_topics, run_cli, snapshots, stack, start_cli
+from tests.integration.oracle import JSON_POISON, Ledger
+
+pytestmark = [pytest.mark.slow, pytest.mark.faults]
+
+KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+
+
+def dead_letters(scenario: Scenario) -> str:
+    return f"icesink.{scenario.namespace}.dead_letters"
+
+
+def wait_for(path: Path, job: subprocess.Popen[str], log: Path, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert job.poll() is None, f"the job exited ({job.returncode}) before {path.name}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"{path} not reached:\n{log.read_text()[-3000:]}"
+        time.sleep(0.3)
+
+
+def finish(job: subprocess.Popen[str], log: Path, timeout: float = 400) -> str:
+    try:
+        job.wait(timeout=timeout)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    return log.read_text()
+
+
+def pause_env(tmp_path: Path, point: str, batch: int) -> tuple[dict[str, str], Path]:
+    release = tmp_path / "release"
+    return {faults.PAUSE_ENV: f"{point}:{batch}", faults.PAUSE_FILE_ENV: str(release)}, release
+
+
+@pytest.fixture
+def restore_stack() -> Iterator[None]:
+    """Whatever a test stopped is running again afterwards, even when the test failed."""
+    yield
+    for service in ("s3", "catalog", "registry", "kafka"):
+        stack("start", service)
+
+
+# ---------------------------------------------------------------- 1, 2: crashes
+
+
+@pytest.mark.parametrize("point", ["after-dead-letters", "mid-write", "executor-write", "after-commit"])
+def test_crash_at_the_worst_moments_replays_once(
+    point: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    orders, refunds = scenario.topic("orders.20240201"), scenario.topic("refunds.20240201")
+    create_topics(orders, refunds)
+    ledger = Ledger()
+    ledger.good(orders, 300)
+    ledger.poison(orders, JSON_POISON)
+    ledger.good(refunds, 200)
+    ledger.poison(refunds, JSON_POISON[:3])
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 300})
+    tables = [scenario.table("orders"), scenario.table("refunds")]
+
+    crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
+    if point == "executor-write":  # only a Python worker died: Spark fails the task, the job exits
+        assert crashed.returncode == 1, crashed.stderr[-3000:]
+    else:
+        assert crashed.returncode in KILLED, crashed.stderr[-3000:]
+    counts = {t: len(snapshots(spark, t)) for t in tables}
+    if point in ("mid-write", "executor-write", "after-dead-letters"):
+        assert counts == dict.fromkeys(tables, 1), f"only batch 0 may be committed: {counts}"
+    if point == "after-commit":
+        assert counts == dict.fromkeys(tables, 2), f"batch 1 was committed before the kill: {counts}"
+    stored_before = set().union(*(oracle.data_files_in_storage(spark, t) for t in tables))
+
+    ledger.good(orders, 50)  # the stream goes on while the job is down
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    for table, topic in zip(tables, (orders, refunds), strict=True):
+        oracle.check(spark, ledger, table, [topic], dead_letters(scenario), scenario.checkpoint)
+    if point in ("mid-write", "executor-write"):
+        referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in tables))
+        orphans = stored_before - referenced
+        assert orphans, "the killed batch wrote files; they stay unreferenced (`icesink maintain` removes them)"
+
+
+# ---------------------------------------------------------------- 3: lost or corrupt checkpoint
+
+
+def test_corrupt_checkpoint_fails_loudly_and_a_deleted_one_resumes_from_the_tables(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("visits.20240202")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 200)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 120})
+    assert run_cli(config).returncode == 0
+    table = scenario.table("visits")
+    held = len(snapshots(spark, table))
+
+    ledger.good(topic, 100)
+    last = max((scenario.checkpoint / "offsets").iterdir(), key=lambda p: int(p.name))
+    last.write_text("v1\n{not json")
+    corrupt = run_cli(config)
+    assert corrupt.returncode == 1
+    assert "icesink: error" in corrupt.stderr
+    assert len(snapshots(spark, table)) == held, "nothing committed from a corrupt checkpoint"
+
+    shutil.rmtree(scenario.checkpoint)  # lost: the job starts from the earliest offsets again
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "already holds these offsets" in resumed.stderr
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+
+
+# ---------------------------------------------------------------- 4, 10: concurrent writers
+
+
+def test_compaction_and_a_foreign_append_between_check_and_commit(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("carts.20240203")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 200)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 100})
+    assert run_cli(config).returncode == 0  # batches 0 and 1: several small files
+    table = scenario.table("carts")
+
+    ledger.good(topic, 100)
+    env, release = pause_env(tmp_path, "before-table-commit", 2)
+    log = tmp_path / "job.log"
+    job = start_cli(config, log, env)
+    wait_for(Path(f"{release}.reached"), job, log)
+    # Between the job's offset check and its commit: a compaction and another writer's append.
+    spark.sql(
+        f"CALL icesink.system.rewrite_data_files(table => '{table.split('.', 1)[1]}', "
+        "options => map('min-input-files', '2'))"
+    ).collect()
+    spark.sql(f"INSERT INTO {table} (id, v) VALUES (-1, 'written by someone else')")
+    release.touch()
+    output = finish(job, log)
+    assert job.returncode == 0, output[-3000:]
+
+    ops = [s["operation"] for s in snapshots(spark, table)]
+    assert ops[-3:] == ["replace", "append", "append"], ops
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint, extra_ids=[-1])
+
+
+def test_a_zombie_job_on_the_same_tables_is_fenced(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
+    topic = scenario.topic("clicks.20240204")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 300)
+    first = scenario.write_config(tmp_path / "a.yaml")
+    second = scenario.write_config(tmp_path / "b.yaml", **{"job.checkpoint_location": str(tmp_path / "other")})
+    table = scenario.table("clicks")
+
+    env, release = pause_env(tmp_path, "before-table-commit", 0)
+    log = tmp_path / "a.log"
+    zombie = start_cli(first, log, env)
+    wait_for(Path(f"{release}.reached"), zombie, log)  # planned and checked, about to commit
+    other = run_cli(second)
+    assert other.returncode == 0, other.stderr[-3000:]
+    release.touch()
+    output = finish(zombie, log)
+
+    assert zombie.returncode == 1, output[-3000:]
+    assert f"table {scenario.namespace}.{scenario.prefix}_clicks: offsets changed while the batch was written" in output
+    assert "is another job writing this table? nothing was committed" in output
+    assert len(snapshots(spark, table)) == 1
+    oracle.check(spark, ledger, table, [topic], checkpoint=tmp_path / "other")
+
+
+# ---------------------------------------------------------------- 5: commit outcome unknown
+
+
+@pytest.mark.parametrize("fault", ["drop", "503", "502"])
+def test_a_lost_commit_answer_is_settled_from_the_table(
+    fault: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("payments.20240205")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 200)
+    table = scenario.table("payments")
+    with CatalogProxy(CATALOG_URI, fault, commits_to_fail=2) as proxy:
+        config = scenario.write_config(
+            tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 100}
+        )
+        result = run_cli(config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert proxy.faults == 2, "both batches' commit answers were lost"
+    assert len(snapshots(spark, table)) == 2, "each batch exactly once"
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+
+
+# ---------------------------------------------------------------- 6: services down
+
+
+@pytest.mark.parametrize("service", ["catalog", "s3"])
+def test_catalog_or_s3_down_at_commit_time_holds_the_stream(
+    service: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, restore_stack: None
+) -> None:
+    topic = scenario.topic("views.20240206")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 200)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 100})
+    table = scenario.table("views")
+    env, release = pause_env(tmp_path, "before-table-commit", 0)
+    log = tmp_path / "job.log"
+    job = start_cli(config, log, env)
+    wait_for(Path(f"{release}.reached"), job, log)
+
+    stack("stop", service)
+    release.touch()
+    deadline = time.monotonic() + 120
+    while "running it again" not in log.read_text():
+        assert job.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+    time.sleep(15)  # down for a while, the job retrying
+    stack("start", service)
+    output = finish(job, log)
+
+    assert job.returncode == 0, output[-3000:]
+    assert "committed after" in output
+    assert len(snapshots(spark, table)) == 2, "no commit while down, each batch once after"
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+
+
+def test_registry_down_holds_the_stream(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, restore_stack: None
+) -> None:
+    topic = scenario.topic("trips.20240207")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good_avro(topic, 150)  # registers the schema before the registry goes down
+    config = scenario.write_config(
+        tmp_path / "job.yaml", **{"decode.format": "avro", "decode.registry": {"url": REGISTRY_URL}}
+    )
+    stack("stop", "registry")
+    log = tmp_path / "job.log"
+    job = start_cli(config, log)
+    deadline = time.monotonic() + 180
+    while "running it again" not in log.read_text():
+        assert job.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+    stack("start", "registry")
+    output = finish(job, log)
+    assert job.returncode == 0, output[-3000:]
+    oracle.check(spark, ledger, scenario.table("trips"), [topic], checkpoint=scenario.checkpoint)
+
+
+# ---------------------------------------------------------------- 7: broker restarts
+
+
+@pytest.mark.parametrize("how", ["clean", "kill"])
+def test_broker_restart_while_the_job_runs(
+    how: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, restore_stack: None
+) -> None:
+    topic = scenario.topic("rides.20240208")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 100)
+    config = scenario.write_config(
+        tmp_path / "job.yaml", **{"job.trigger": {"mode": "processing-time", "interval": "2 seconds"}}
+    )
+    table = scenario.table("rides")
+    log = tmp_path / "job.log"
+    job = start_cli(config, log)
+    try:
+        wait_until(lambda: "batch 0:" in log.read_text(), job, log)
+        stack("stop", "kafka", *(["--kill"] if how == "kill" else []))
+        time.sleep(5)
+        stack("start", "kafka")
+        ledger.good(topic, 100)
+        wait_until(lambda: caught_up(spark, table, topic), job, log)
+    finally:
+        job.send_signal(signal.SIGINT)
+        finish(job, log, timeout=120)
+    oracle.check(spark, ledger, table, [topic])
+
+
+def wait_until(done: Callable[[], bool], job: subprocess.Popen[str], log: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert job.poll() is None, f"the job exited ({job.returncode}):\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+
+
+def caught_up(spark: SparkSession, table: str, topic: str) -> bool:
+    from icesink import offsets as codec
+    from tests.integration.helpers import end_offsets
+
+    spark.sql(f"REFRESH TABLE {table}")
+    summaries = [s["summary"] for s in snapshots(spark, table) if codec.OFFSETS_KEY in s["summary"]]
+    return bool(summaries) and codec.decode(summaries[-1][codec.OFFSETS_KEY]) == end_offsets(topic)
+
+
+# ---------------------------------------------------------------- 8: topics deleted, recreated, aged out
+
+
+def test_offsets_aged_out_by_retention(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
+    topic = scenario.topic("logins.20240209")
+    create_topics(topic, partitions=1)
+    ledger = Ledger()
+    ledger.good(topic, 50)
+    config = scenario.write_config(tmp_path / "job.yaml")
+    assert run_cli(config).returncode == 0
+    table = scenario.table("logins")
+
+    ledger.good(topic, 50)
+    admin = AdminClient({"bootstrap.servers": KAFKA})
+    for future in admin.delete_records([KafkaTP(topic, 0, 80)]).values():
+        future.result(timeout=30)  # as retention would: offsets 50..79 are gone unread
+    ledger.forget(lambda s: not 50 <= s.offset < 80)
+
+    strict = run_cli(scenario.write_config(tmp_path / "strict.yaml", **{"kafka.fail_on_data_loss": True}))
+    assert strict.returncode == 1
+    assert "icesink: error" in strict.stderr
+    assert topic in strict.stderr
+    assert len(snapshots(spark, table)) == 1, "nothing committed"
+
+    lenient = run_cli(scenario.write_config(tmp_path / "lenient.yaml", **{"kafka.fail_on_data_loss": False}))
+    assert lenient.returncode == 0, lenient.stderr[-3000:]
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+
+
+def test_a_recreated_topic_is_refused_until_the_table_is_rewound(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("signups.20240210")
+    create_topics(topic, partitions=1)
+    ledger = Ledger()
+    ledger.good(topic, 60)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.fail_on_data_loss": False})
+    assert run_cli(config).returncode == 0
+    table = scenario.table("signups")
+
+    admin = AdminClient({"bootstrap.servers": KAFKA})
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    deadline = time.monotonic() + 60
+    while True:  # deletion is asynchronous
+        try:
+            create_topics(topic, partitions=1)
+            break
+        except Exception:
+            assert time.monotonic() < deadline
+            time.sleep(1)
+    old = set(ledger.ids([topic]))
+    ledger.forget(lambda s: False)
+    ledger.good(topic, 20)  # offsets 0..19 again
+
+    refused = run_cli(config)
+    assert refused.returncode == 1
+    assert f"{topic}[0]: the table holds 60, the log ends at 20" in refused.stderr
+    assert f"icesink offsets reset --topic {topic} --to-earliest --rewind" in refused.stderr
+    assert len(snapshots(spark, table)) == 1
+
+    reset = subprocess.run(
+        [*run_cli_prefix(), "offsets", "reset", "--config", str(config), "--topic", topic, "--to-earliest", "--rewind"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert reset.returncode == 0, reset.stderr[-3000:]
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    oracle.check(spark, ledger, table, [topic], extra_ids=old)
+
+
+def run_cli_prefix() -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "icesink"]
+
+
+# ---------------------------------------------------------------- 9: poison records
+
+
+def test_poison_of_every_kind_among_good_records(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> None:
+    topic = scenario.topic("events.20240211")
+    create_topics(topic)
+    ledger = Ledger()
+    for _ in range(3):
+        ledger.good(topic, 40)
+        ledger.poison(topic, JSON_POISON)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 60})
+    assert run_cli(config).returncode == 0
+    oracle.check(spark, ledger, scenario.table("events"), [topic], dead_letters(scenario), scenario.checkpoint)
+    assert run_cli(config).returncode == 0  # a rerun adds nothing
+    oracle.check(spark, ledger, scenario.table("events"), [topic], dead_letters(scenario), scenario.checkpoint)
