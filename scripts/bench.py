@@ -605,6 +605,7 @@ def summarize_runs(name: str, measured: dict[str, Any], records: int) -> dict[st
     if batches:
         out["batches_per_run"] = statistics.median(len(r["batches"]) for r in runs)
         out["breakdown"] = breakdown(batches)
+        out["batch_timings"] = [r["batches"] for r in runs]
     return out
 
 

@@ -523,15 +523,14 @@ class BatchHandler:
                     ref, w.target, w.settings.properties, settings_partition(w.settings), keys, w.settings.sort_by
                 )
             else:
-                # Its own metadata commit, before the data commit; a no-op when re-run.
+                # Its own metadata commit, before the data commit; a no-op when re-run. Nothing to
+                # do against the schema loaded while planning: no catalog round trip either.
                 have = self._catalog.spark_schema(table)
-                self._catalog.evolve(
-                    ref,
-                    table,
-                    add=schema_diff.added_columns(have, w.target),
-                    widen=schema_diff.widened_columns(have, w.target),
-                    optional=schema_diff.optional_columns(have, w.target),
-                )
+                add = schema_diff.added_columns(have, w.target)
+                widen = schema_diff.widened_columns(have, w.target)
+                optional = schema_diff.optional_columns(have, w.target)
+                if add or widen or optional:
+                    self._catalog.evolve(ref, table, add=add, widen=widen, optional=optional)
             ready.append(_TableWork(w.plan, table, self._catalog.spark_schema(table), w.parsed, w.settings, w.changes))
         return ready
 
