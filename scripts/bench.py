@@ -537,10 +537,40 @@ def sample_tree(pid: int) -> tuple[int, int, int]:
     return jvm, workers, total
 
 
+def wait_for_stack(timeout_s: float = 900) -> None:
+    """Until Kafka, the catalog, S3 and the registry all accept connections (and a few seconds more)."""
+    import socket
+    from urllib.parse import urlparse
+
+    endpoints = [KAFKA, *(urlparse(u).netloc for u in (CATALOG_URI, S3_ENDPOINT, REGISTRY_URL))]
+    deadline = time.monotonic() + timeout_s
+    waited = False
+    while True:
+        down = []
+        for hostport in endpoints:
+            host, _, port = hostport.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=2):
+                    pass
+            except OSError:
+                down.append(hostport)
+        if not down:
+            if waited:
+                time.sleep(10)  # let a restarted service finish starting
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"stack not reachable: {', '.join(down)}")
+        if not waited:
+            print(f"    waiting for {', '.join(down)}", flush=True)
+        waited = True
+        time.sleep(5)
+
+
 def measure(name: str, spec: dict[str, Any], log: Path, attempts: int = 3) -> dict[str, Any]:
     """`measure_once`, again (after a pause) when it fails: on a shared machine a service of the
     stack may be down for a moment (fault-injection tests stop and start them)."""
     for attempt in range(1, attempts + 1):
+        wait_for_stack()
         try:
             return measure_once(name, spec, log)
         except RuntimeError as e:
