@@ -19,8 +19,8 @@ class BatchTimings:
     # evolve), write (decode + Parquet files on the executors), commit (all tables), group.
     steps: dict[str, float] = field(default_factory=dict)
     total: float = 0.0
-    _last: float = field(default_factory=time.monotonic, repr=False)
-    _started: float = field(default_factory=time.monotonic, repr=False)
+    _last: float = field(default_factory=lambda: time.monotonic(), repr=False)
+    _started: float = field(default_factory=lambda: time.monotonic(), repr=False)
 
     def lap(self, step: str) -> None:
         """Charges the time since the previous lap (or the start) to `step`."""
