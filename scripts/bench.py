@@ -815,7 +815,8 @@ def main() -> None:
             busy = [b["total"] for b in res["batches"] if b["records"]]
             f = {"interval": interval, "rate": args.rate, "records": len(lat), "p50": pct(lat, 0.5),
                  "p99": pct(lat, 0.99), "batch_p50": statistics.median(busy) if busy else float("nan"),
-                 "breakdown": breakdown([b for b in res["batches"] if b["records"]]) if busy else {}}  # fmt: skip
+                 "breakdown": breakdown([b for b in res["batches"] if b["records"]]) if busy else {},
+                 "batches": res["batches"]}  # fmt: skip
             print(f"    trigger {interval} s: p50 {f['p50']:.2f} s, p99 {f['p99']:.2f} s over {len(lat):,} records")
             freshness.append(f)
     sweep = []
