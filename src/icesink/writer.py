@@ -268,7 +268,8 @@ def map_in_arrow_fn(task: WriteTask):  # type: ignore[no-untyped-def]
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
         files = write_files(task, batches, pid)
-        faults.maybe_kill_worker("executor-write", task.batch_id)
+        if files:
+            faults.maybe_kill_worker("executor-write", task.batch_id)
         yield from descriptor_batches(files)
 
     return run
