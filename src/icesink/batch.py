@@ -10,7 +10,7 @@ from typing import Any
 
 from pyarrow import schema as pa_schema
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BinaryType,
@@ -43,6 +43,7 @@ from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
 from icesink.planning import PartitionRange, TablePlan, log_behind_table, plan_table
 from icesink.routing import Router, TableRef
+from icesink.timings import BatchTimings
 from icesink.writer import DESCRIPTOR_DDL, StorageSettings, WriteTask, map_in_arrow_fn
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,21 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
     return F.col("offset") >= F.coalesce(floor, F.lit(0))
 
 
+def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None:
+    """The count an action observed, or None when Spark did not report it (in time). Spark hands
+    observed metrics over through its listener bus, a moment after the action returns."""
+    future = observation._jo.future() if observation._jo is not None else None
+    deadline = time.monotonic() + wait_s
+    try:
+        while future is not None and not future.isCompleted():
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.005)
+        return int(observation.get["bad"]) if future is not None else None
+    except Exception:
+        return None
+
+
 class BatchHandler:
     """Called by Spark with each micro-batch; see `__call__` for the ordered steps."""
 
@@ -101,6 +117,8 @@ class BatchHandler:
         self.failure: BaseException | None = None
         # Called once after the first batch is handled (the job retires a reset's starting offsets).
         self.after_batch: Callable[[], None] | None = None
+        # Called with each handled batch's step timings (also logged at INFO).
+        self.on_timings: Callable[[BatchTimings], None] | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commits one micro-batch. The steps, in order:
@@ -160,10 +178,12 @@ class BatchHandler:
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
+        timings = BatchTimings(batch_id)
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         persisted: list[DataFrame] = [batch]
         try:
             ranges, planned = self._ranges(batch)
+            timings.lap("read")
             if not ranges:
                 log.info("batch %d: empty", batch_id)
                 return
@@ -177,11 +197,14 @@ class BatchHandler:
             )
             persisted.extend(targets.persisted)
             work = []
-            for plan, table, condition in self._plan(targets):
+            plans = self._plan(targets)
+            timings.lap("plan")
+            for plan, table, condition in plans:
                 if plan.has_new_records:
                     work.append(self._decode(targets.source, plan, table, planned, condition))
                 else:
                     log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+            timings.lap("decode")
             query_id = self._query_id()
             dead = None
             unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
@@ -190,14 +213,23 @@ class BatchHandler:
             # orphan files only, and the whole batch is retried.
             if self._config.decode.on_error is ErrorPolicy.FAIL:
                 self._fail_on_bad_records(bad, batch_id)
-            elif work or unrouted:
-                dead = self._write_dead_letters(bad, ranges, batch_id, query_id)
             ready = self._prepare(work)
+            timings.lap("prepare")
+            seen: dict[str, Observation] = {}
             written = []
             for i, w in enumerate(ready):
                 if i:
                     faults.maybe_kill("mid-write", batch_id, self._spark)
-                written.append((w, self._write(w, batch_id, query_id)))
+                written.append((w, self._write(w, batch_id, query_id, seen)))
+            timings.lap("write")
+            if self._config.decode.on_error is not ErrorPolicy.FAIL:
+                # Each table's write counted its bad records on the way: only tables with some (or
+                # an unknown count) and the records no table took need the dead-letter pass.
+                clean = {t for t, o in seen.items() if observed_count(o) == 0}
+                todo = [(t, records) for t, records in bad if t not in clean]
+                if todo:
+                    dead = self._write_dead_letters(todo, ranges, batch_id, query_id)
+            timings.lap("dead_letters")
             results = []
             if dead is not None:
                 results.append(self._commit(*dead, batch_id, query_id))
@@ -206,12 +238,18 @@ class BatchHandler:
                 self._commit(w.plan, w.table, files, batch_id, query_id, w.changes.keys if w.changes else ())
                 for w, files in written
             ]
+            timings.lap("commit")
             log.info(
                 "batch %d: %d record(s) from %d topic-partition(s), %d row(s) to %d table(s) in %.1fs",
                 batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
                 len(results), time.monotonic() - started,
             )  # fmt: skip
             self._commit_group(ranges, batch_id)
+            timings.lap("group")
+            timings.records = sum(r.records for r in ranges)
+            log.info("%s", timings.line())
+            if self.on_timings is not None:
+                self.on_timings(timings)
             faults.maybe_kill("after-commit", batch_id, self._spark)
         finally:
             for frame in persisted:
@@ -485,25 +523,27 @@ class BatchHandler:
                     ref, w.target, w.settings.properties, settings_partition(w.settings), keys, w.settings.sort_by
                 )
             else:
-                # Its own metadata commit, before the data commit; a no-op when re-run.
+                # Its own metadata commit, before the data commit; a no-op when re-run. Nothing to
+                # do against the schema loaded while planning: no catalog round trip either.
                 have = self._catalog.spark_schema(table)
-                self._catalog.evolve(
-                    ref,
-                    table,
-                    add=schema_diff.added_columns(have, w.target),
-                    widen=schema_diff.widened_columns(have, w.target),
-                    optional=schema_diff.optional_columns(have, w.target),
-                )
+                add = schema_diff.added_columns(have, w.target)
+                widen = schema_diff.widened_columns(have, w.target)
+                optional = schema_diff.optional_columns(have, w.target)
+                if add or widen or optional:
+                    self._catalog.evolve(ref, table, add=add, widen=widen, optional=optional)
             ready.append(_TableWork(w.plan, table, self._catalog.spark_schema(table), w.parsed, w.settings, w.changes))
         return ready
 
     # ------------------------------------------------------------------ 4. write, 5. commit
 
-    def _write(self, w: _TableWork, batch_id: int, query_id: str) -> list[DataFileRef]:
+    def _write(self, w: _TableWork, batch_id: int, query_id: str, seen: dict[str, Observation]) -> list[DataFileRef]:
+        """Writes the table's good rows; `seen[table]` counts its bad records in the same pass."""
+        seen[str(w.plan.table)] = counted = Observation()
+        parsed = w.parsed.observe(counted, F.count_if(F.col(ERROR).isNotNull()).alias("bad"))
         if w.changes is None:
-            return self._write_rows(good_rows(w.parsed, w.target), w.table, w.plan.table, batch_id, query_id)
+            return self._write_rows(good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
         columns = w.target.fieldNames()
-        good = w.parsed.where(F.col(ERROR).isNull()).select(
+        good = parsed.where(F.col(ERROR).isNull()).select(
             *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
         )
         last = changes.last_change_per_key(good, w.changes, columns)

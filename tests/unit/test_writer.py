@@ -131,3 +131,28 @@ def test_storage_settings_hide_secrets_and_map_s3_uris() -> None:
     fs, path = st.filesystem_for("s3://warehouse/ns/t/data/")
     assert path == "warehouse/ns/t/data/"
     assert fs.type_name == "s3"
+
+
+def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch):
+    import importlib
+    import sys
+    import zipfile
+    import zipimport
+
+    from icesink import writer
+
+    archive = tmp_path / "code.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipmod_for_test/__init__.py", "X = 1\n")
+        z.writestr("zipmod_for_test/sub.py", "Y = 2\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(archive)])
+    assert importlib.import_module("zipmod_for_test").X == 1
+    writer.keep_zip_directories()
+    wrapped = [f for f in sys.path_importer_cache.values() if isinstance(f, writer._UnchangingZip)]
+    assert wrapped
+    assert not any(isinstance(f, zipimport.zipimporter) for f in sys.path_importer_cache.values())
+    importlib.invalidate_caches()  # nothing re-read, nothing dropped
+    assert all(isinstance(f, writer._UnchangingZip) for f in wrapped)
+    assert importlib.import_module("zipmod_for_test.sub").Y == 2  # a new import from the zip works
+    for name in ("zipmod_for_test", "zipmod_for_test.sub"):
+        sys.modules.pop(name, None)

@@ -95,12 +95,14 @@ class PreparedAvro:
         unusable: dict[bytes, tuple[str, str, str]],
         envelope: EnvelopeSpec | None,
         src: Source,
+        memo: dict[Any, tuple[Column, list[Column], Column, Column]] | None = None,
     ) -> None:
         self._records = records
         self._envelope = envelope
         self._src = src
         self._writers = writers
         self._unusable = unusable
+        self._memo = {} if memo is None else memo
         self.schema = StructType([])
         for w in writers:
             self.schema = merged(self.schema, w.struct)
@@ -108,14 +110,32 @@ class PreparedAvro:
     def parse(self, target: StructType) -> DataFrame:
         """One pass: each record is decoded by the from_avro of its own writer schema (a CASE on
         the frame key evaluates only the matching branch); no union, no rescan per schema."""
-        key = F.col(_KEY)
         columns = self._records.columns
-        records = self._records.withColumn(_KEY, frame_key(self._src))
+        frame, decoded, row, reason = self._expressions(target)
+        step = self._records.withColumn(_KEY, frame).select(*columns, _KEY, *decoded)
+        return step.select(*columns, row.alias(ROW), reason.alias(ERROR))
+
+    def _expressions(self, target: StructType) -> tuple[Column, list[Column], Column, Column]:
+        """The frame key, the decoded columns, the row and the error: the same for every batch with
+        the same writer schemas and target, so they are built once (hundreds of JVM calls)."""
+        memo_key = (
+            target.json(),
+            tuple((w.key, w.writer, w.reader) for w in self._writers),
+            tuple(sorted(self._unusable.items())),
+        )
+        found = self._memo.get(memo_key)
+        if found is None:
+            if len(self._memo) >= 32:
+                self._memo.clear()
+            found = self._memo[memo_key] = self._build(target)
+        return found
+
+    def _build(self, target: StructType) -> tuple[Column, list[Column], Column, Column]:
+        key = F.col(_KEY)
         decoded = []
         for i, w in enumerate(self._writers):
             avro = from_avro(body(self._src), w.writer, {"mode": "PERMISSIVE", "avroSchema": w.reader})
             decoded.append(F.when(key == F.lit(w.key), avro).alias(f"{_AVRO}{i}"))
-        step = records.select(*columns, _KEY, *decoded)
         reason = F.when(
             F.col(self._src.column).isNull(),
             error("decode", "NullValue", f"null {self._src.column} (tombstone) for an append-only table"),
@@ -130,7 +150,7 @@ class PreparedAvro:
         for frame_key_bytes, (stage, cls, msg) in self._unusable.items():
             reason = reason.when(key == F.lit(frame_key_bytes), error(stage, cls, msg))
         reason = reason.otherwise(error("schema", "UnexpectedSchemaId", "schema id not seen while planning the batch"))
-        return step.select(*columns, row.alias(ROW), reason.alias(ERROR))
+        return frame_key(self._src), decoded, row, reason
 
     def _decoded(self, col: Column, w: _Writer, target: StructType) -> tuple[Column, Column]:
         """The row and the error of records decoded with writer `w`."""
@@ -162,6 +182,10 @@ class AvroDecoder:
         self._registry = registry
         self._envelope = envelope
         self._src = src
+        # What from_avro yields for a writer schema, and the parse expressions (see PreparedAvro):
+        # both depend on schemas only, so batches with the schemas of an earlier one reuse them.
+        self._raw_types: dict[str, StructType] = {}
+        self._memo: dict[Any, tuple[Column, list[Column], Column, Column]] = {}
 
     def plan_column(self) -> Column:
         return frame_key(self._src)
@@ -191,9 +215,12 @@ class AvroDecoder:
             except avro_schema.AvroSchemaError as e:
                 unusable[k] = ("schema", "UnsupportedSchema", f"schema {sid}: {e}")
                 continue
-            probe = records.select(from_avro(body(self._src), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
-            raw = probe.schema[_AVRO].dataType
-            assert isinstance(raw, StructType)
+            raw = self._raw_types.get(found.schema)
+            if raw is None:
+                probe = records.select(from_avro(body(self._src), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
+                probed = probe.schema[_AVRO].dataType
+                assert isinstance(probed, StructType)
+                raw = self._raw_types[found.schema] = probed
             semantics = semantic.semantic_paths(found.schema)
             decoded = semantic.converted_type(raw, semantics)
             assert isinstance(decoded, StructType)
@@ -206,4 +233,4 @@ class AvroDecoder:
                     continue
             writers.append(_Writer(k, sid, found.schema, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
-        return PreparedAvro(records, writers, unusable, self._envelope, self._src)
+        return PreparedAvro(records, writers, unusable, self._envelope, self._src, self._memo)
