@@ -58,12 +58,19 @@ def produce(ledger: Ledger, topics: list[str], rate: int, stop: threading.Event,
         time.sleep(max(0.0, 0.2 - (time.monotonic() - started)))
 
 
-def one_run(config: Path, log: Path, rng: random.Random, once: Path) -> str:
+def next_batch(checkpoint: Path) -> int:
+    """The id Spark gives the next batch: batch ids go on across restarts of one checkpoint."""
+    folder = checkpoint / "offsets"
+    ids = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.exists() else []
+    return max(ids, default=-1) + 1
+
+
+def one_run(config: Path, checkpoint: Path, log: Path, rng: random.Random, once: Path) -> str:
     """Starts the job, injects one fault, waits for it to end; returns what was injected."""
     kind = rng.choice(["sigkill", "sigkill", "sigint", *HOOKS])
     env = dict(os.environ)
     if kind in HOOKS:
-        batch = rng.randint(0, 6)
+        batch = next_batch(checkpoint) + rng.randint(0, 4)
         env[faults.ENV] = f"{kind}:{batch}"
         env[faults.ONCE_ENV] = str(once)
         once.unlink(missing_ok=True)
@@ -118,7 +125,7 @@ def main() -> int:
     runs = 0
     while time.monotonic() < deadline:
         runs += 1
-        say(f"run {runs}: {one_run(config, log, rng, tmp / f'once-{uuid.uuid4().hex}')}")
+        say(f"run {runs}: {one_run(config, scenario.checkpoint, log, rng, tmp / f'once-{uuid.uuid4().hex}')}")
     stop.set()
     producer.join()
     say(f"producer stopped after {len(ledger.sent)} records; draining with an available-now run")
