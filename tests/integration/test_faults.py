@@ -269,11 +269,7 @@ def test_registry_down_holds_the_stream(
     stack("stop", "registry")
     log = tmp_path / "job.log"
     job = start_cli(config, log)
-    deadline = time.monotonic() + 180
-    while "running it again" not in log.read_text():
-        assert job.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(1)
+    wait_until(lambda: "running it again" in log.read_text(), job, log, timeout=180)
     stack("start", "registry")
     output = finish(job, log)
     assert job.returncode == 0, output[-3000:]
