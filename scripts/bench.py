@@ -54,6 +54,7 @@ import pandas as pd  # module level: pandas_udf reads the UDF's type hints from 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from scripts.bench_decode import SCHEMA  # noqa: E402  (the same ~200-byte event as the decode benchmark)
 from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT  # noqa: E402
 from tests.integration.helpers import SERDE_CONF, create_topics, end_offsets, registry_client  # noqa: E402
 
@@ -68,31 +69,6 @@ TARGETS = {
     "overhead_s": 0.3,
 }
 
-SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "Event",
-    "namespace": "bench.icesink",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "user_id", "type": "long"},
-        {"name": "session", "type": {"type": "string", "logicalType": "uuid"}},
-        {"name": "event_type", "type": "string"},
-        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
-        {"name": "currency", "type": "string"},
-        {"name": "country", "type": "string"},
-        {"name": "device", "type": "string"},
-        {"name": "os", "type": "string"},
-        {"name": "app_version", "type": "string"},
-        {"name": "price", "type": "double"},
-        {"name": "quantity", "type": "int"},
-        {"name": "promoted", "type": "boolean"},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "page_url", "type": "string"},
-        {"name": "user_agent", "type": "string"},
-    ],
-}
 CDC_SCHEMA: dict[str, Any] = {
     **SCHEMA,
     "name": "Change",

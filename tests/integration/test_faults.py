@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,10 +23,20 @@ from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
 from icesink import faults
+from icesink import offsets as codec
 from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL
 from tests.integration import oracle
 from tests.integration.catalog_proxy import CatalogProxy
-from tests.integration.helpers import Scenario, create_topics, run_cli, snapshots, stack, start_cli, table_exists
+from tests.integration.helpers import (
+    Scenario,
+    create_topics,
+    end_offsets,
+    run_cli,
+    snapshots,
+    stack,
+    start_cli,
+    table_exists,
+)
 from tests.integration.oracle import JSON_POISON, Ledger
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
@@ -317,9 +328,6 @@ def wait_until(done: Callable[[], bool], job: subprocess.Popen[str], log: Path, 
 
 
 def caught_up(spark: SparkSession, table: str, topic: str) -> bool:
-    from icesink import offsets as codec
-    from tests.integration.helpers import end_offsets
-
     spark.sql(f"REFRESH TABLE {table}")
     summaries = [s["summary"] for s in snapshots(spark, table) if codec.OFFSETS_KEY in s["summary"]]
     return bool(summaries) and codec.decode(summaries[-1][codec.OFFSETS_KEY]) == end_offsets(topic)
@@ -392,20 +400,12 @@ def test_a_recreated_topic_is_refused_until_the_table_is_rewound(
     assert f"icesink offsets reset --topic {topic} --to-earliest --rewind" in error
     assert len(snapshots(spark, table)) == 1, "nothing committed"
 
-    reset = subprocess.run(
-        [*run_cli_prefix(), "offsets", "reset", "--config", str(config), "--topic", topic, "--to-earliest", "--rewind"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    command = ["offsets", "reset", "--config", str(config), "--topic", topic, "--to-earliest", "--rewind"]
+    reset = subprocess.run([sys.executable, "-m", "icesink", *command], capture_output=True, text=True, timeout=300)
     assert reset.returncode == 0, reset.stderr[-3000:]
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     oracle.check(spark, ledger, table, [topic], extra_ids=old)
-
-
-def run_cli_prefix() -> list[str]:
-    import sys
-
-    return [sys.executable, "-m", "icesink"]
 
 
 # ---------------------------------------------------------------- 9: poison records
