@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,10 +35,18 @@ from icesink import (
     shaping,
 )
 from icesink.changes import ChangeSpec
-from icesink.config import Config, ErrorPolicy, IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
+from icesink.config import (
+    Config,
+    ErrorPolicy,
+    IncompatiblePolicy,
+    KeyFormat,
+    OrderScope,
+    TableSettings,
+    WriteMode,
+)
 from icesink.decode import ERROR, ROW, Decoder, bad_records, good_rows, no_error
 from icesink.decode.build import build_decoder, build_key_decoder
-from icesink.errors import ConfigError, DecodeError, OffsetsError, SchemaConflictError
+from icesink.errors import ConfigError, DecodeError, OffsetsError, SchemaConflictError, WriteError
 from icesink.iceberg import CommitResult, DataFileRef, IcebergCatalog, JavaObject
 from icesink.offsets import TopicPartition
 from icesink.partitioning import PartitionField
@@ -91,6 +100,26 @@ def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None
         return int(observation.get["bad"]) if future is not None else None
     except Exception:
         return None
+
+
+_CAUSE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception): .+)$", re.MULTILINE)
+
+
+def write_failed(plan: TablePlan, ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
+    """The error that ends a batch whose write failed on an executor: the table, its topic-partitions
+    and offsets, the cause in one line (not a JVM stack trace) and what to do."""
+    mine = [r for r in ranges if r.tp in set(plan.batch_tps)]
+    where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in mine) or "no records"
+    text = str(e)
+    # The innermost exception line that says what went wrong (a Python worker's error comes last).
+    found = [m for m in _CAUSE.findall(text) if not m.startswith(("Py4JJavaError", "PythonException"))]
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    cause = found[-1].strip() if found else f"{type(e).__name__}: {first}"
+    return WriteError(
+        f"batch {batch_id}: writing table {plan.table} failed ({where}): {cause[:500]}. Nothing of this batch "
+        "was committed; the job runs it again on restart. If it fails again the same way, the cause is in "
+        "these records or the table: fix it, or route them elsewhere, then restart"
+    )
 
 
 class BatchHandler:
@@ -220,7 +249,10 @@ class BatchHandler:
             for i, w in enumerate(ready):
                 if i:
                     faults.maybe_kill("mid-write", batch_id, self._spark)
-                written.append((w, self._write(w, batch_id, query_id, seen)))
+                try:
+                    written.append((w, self._write(w, batch_id, query_id, seen)))
+                except Exception as e:
+                    raise write_failed(w.plan, ranges, batch_id, e) from e
             timings.lap("write")
             if self._config.decode.on_error is not ErrorPolicy.FAIL:
                 # Each table's write counted its bad records on the way: only tables with some (or
@@ -547,7 +579,26 @@ class BatchHandler:
             *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
         )
         last = changes.last_change_per_key(good, w.changes, columns)
+        held = self._held_order(w)
+        if held is not None:
+            last = changes.skip_older(last, held, w.changes)
         return self._write_rows(last, w.table, w.plan.table, batch_id, query_id, w.changes.keys)
+
+    def _held_order(self, w: _TableWork) -> DataFrame | None:
+        """The key and `order_by` columns of the rows the table holds (as of the snapshot this batch
+        commits on), when changes are ordered across batches; None when there is nothing to compare."""
+        spec = w.changes
+        if spec is None or spec.order_by is None or w.settings.order_by_scope is not OrderScope.TABLE:
+            return None
+        snapshot = w.table.currentSnapshot() if w.table is not None else None
+        if snapshot is None or spec.order_by not in self._catalog.spark_schema(w.table).fieldNames():
+            return None
+        rows = (
+            self._spark.read.format("iceberg")
+            .option("versionAsOf", str(snapshot.snapshotId()))
+            .load(f"{self._config.catalog.name}.{w.plan.table}")
+        )
+        return rows.select(*[F.col(f"`{k}`") for k in spec.keys], F.col(f"`{spec.order_by}`").alias(changes.HELD))
 
     def _write_rows(
         self,

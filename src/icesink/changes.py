@@ -27,7 +27,7 @@ from pyspark.sql.types import (
 )
 
 from icesink.config import WriteMode
-from icesink.decode import ERROR, ROW, error, no_error
+from icesink.decode import ERROR, ROW, error, fenced, no_error
 from icesink.errors import ConfigError
 
 OP = "__icesink_op"
@@ -148,12 +148,23 @@ def classify(
     op = F.when(tombstone, F.lit(DELETE)).otherwise(op)
     missing = [F.when(row[k].isNull(), F.lit(k)) for k in spec.keys]
     missing_names = F.concat_ws(", ", F.array_compact(F.array(*missing))) if missing else F.lit("")
+    # A tombstone is a delete of its record key: a key that does not decode, or lacks a key
+    # column, is a dead letter (never a delete with a null key, which no file may hold).
     err = (
         F.when(
             tombstone & (F.col("key").isNull()),
             error("change", "NullValue", "null value and null key: no row to delete"),
         )
-        .when(tombstone, key_error)
+        .when(tombstone & key_error.isNotNull(), key_error)
+        .when(
+            tombstone & (missing_names != ""),
+            error(
+                "change",
+                "MissingKey",
+                F.concat(F.lit("a tombstone whose record key has no value for key column(s) "), missing_names),
+            ),
+        )
+        .when(tombstone, no_error())
         .when(F.col(ERROR).isNotNull(), F.col(ERROR))
         .when(key_error.isNotNull(), key_error)
         .when(
@@ -174,7 +185,21 @@ def classify(
         )
         .otherwise(no_error())
     )
-    return parsed.withColumn(ROW, row).withColumn(OP, op).withColumn(ERROR, err)
+    return parsed.withColumn(ROW, row).withColumn(OP, op).withColumn(ERROR, fenced(err))
+
+
+HELD = "__icesink_held"
+
+
+def skip_older(last: DataFrame, held: DataFrame, spec: ChangeSpec) -> DataFrame:
+    """`last` (one change per key) less the changes older, by `order_by`, than the row the table
+    already holds for their key: a redelivered old change never moves a row backwards. `held` is
+    the table's key and `order_by` columns (the latter as HELD). A change or row without an
+    order value is kept: nothing says it is older."""
+    assert spec.order_by is not None
+    mine = F.col(f"`{spec.order_by}`")
+    joined = last.join(held, on=list(spec.keys), how="left")
+    return joined.where(F.col(HELD).isNull() | mine.isNull() | (mine >= F.col(HELD))).drop(HELD)
 
 
 def last_change_per_key(rows: DataFrame, spec: ChangeSpec, columns: Sequence[str]) -> DataFrame:

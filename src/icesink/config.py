@@ -184,6 +184,11 @@ class IncompatiblePolicy(StrEnum):
     DEAD_LETTER = "dead-letter"
 
 
+class OrderScope(StrEnum):
+    TABLE = "table"
+    BATCH = "batch"
+
+
 class TableOptions(_Section):
     """One table's settings; what is unset falls back to the tables section's."""
 
@@ -191,6 +196,7 @@ class TableOptions(_Section):
     key_columns: list[Identifier] | None = Field(default=None, description="see tables.key_columns")
     partition_by: PartitionBy = Field(default=None, description="see tables.partition_by")
     order_by: Identifier | None = Field(default=None, description="see tables.order_by")
+    order_by_scope: OrderScope | None = Field(default=None, description="see tables.order_by_scope")
     properties: dict[str, str] | None = Field(default=None, description="merged over tables.properties")
     sort_by: list[Identifier] | None = Field(default=None, description="see tables.sort_by")
     on_incompatible: IncompatiblePolicy | None = Field(default=None, description="see tables.on_incompatible")
@@ -207,6 +213,7 @@ class TableSettings:
     partition_by: tuple[str, ...]
     order_by: str | None
     properties: Mapping[str, str]
+    order_by_scope: OrderScope = OrderScope.TABLE
     sort_by: tuple[str, ...] = ()
     on_incompatible: IncompatiblePolicy = IncompatiblePolicy.DEAD_LETTER
     case_insensitive: bool = False
@@ -242,7 +249,18 @@ class TablesConfig(_Section):
     )
     order_by: Identifier | None = Field(
         None,
-        description="column ordering one key's changes inside a batch (e.g. _source_lsn); default: Kafka offset order",
+        description=(
+            "column ordering one key's changes (e.g. _source_lsn), in a batch and, with order_by_scope "
+            "table, against the row the table holds; default: Kafka offset order within a batch"
+        ),
+    )
+    order_by_scope: OrderScope = Field(
+        OrderScope.TABLE,
+        description=(
+            "with order_by: table skips a change older than the row the table already holds for its key "
+            "(redelivered changes never move a row back; costs a read of the table's key and order_by "
+            "columns per batch); batch orders changes within each batch only"
+        ),
     )
     sort_by: list[Identifier] = Field(
         default_factory=list, description="sort order of new tables (ascending columns), e.g. [event_time, id]"
@@ -293,6 +311,7 @@ class TablesConfig(_Section):
             key_columns=tuple(pick(o.key_columns, self.key_columns)),
             partition_by=tuple(pick(o.partition_by, self.partition_by) or ()),
             order_by=pick(o.order_by, self.order_by),
+            order_by_scope=pick(o.order_by_scope, self.order_by_scope),
             properties={**self.properties, **(o.properties or {})},
             sort_by=tuple(pick(o.sort_by, self.sort_by)),
             on_incompatible=pick(o.on_incompatible, self.on_incompatible),

@@ -19,6 +19,10 @@ class DecodeError(IcesinkError):
     """Records of a batch could not be decoded; the batch is not committed."""
 
 
+class WriteError(IcesinkError):
+    """Writing a table's files failed on the executors; nothing of the batch was committed."""
+
+
 class CommitError(IcesinkError):
     """A table commit was refused or its outcome contradicts the offsets we planned with."""
 

@@ -79,10 +79,23 @@ class WriteTask:
     batch_id: int = -1
 
 
-def _cast(table: pa.Table, schema: pa.Schema) -> pa.Table:
+class RequiredColumnError(ValueError):
+    """Rows without a value in a required column reached the writer (a bug upstream of it)."""
+
+
+def _cast(rows: pa.Table, schema: pa.Schema, table: str) -> pa.Table:
     # Spark hands over its own Arrow types (string, timestamp in the session zone); cast by
     # position to the Iceberg-derived schema so field ids and physical types are the table's.
-    return table.rename_columns(schema.names).cast(schema)
+    rows = rows.rename_columns(schema.names)
+    for f in schema:
+        nulls = rows.column(f.name).null_count
+        if not f.nullable and nulls:
+            # Checked here so the job fails with the table and column, not pyarrow's cast message.
+            raise RequiredColumnError(
+                f"table {table}: {nulls} row(s) have no value for required column {f.name} "
+                "(a key column); such records should have been dead letters"
+            )
+    return rows.cast(schema)
 
 
 _File = tuple[str, int, int, str, tuple[str | None, ...]]
@@ -178,9 +191,11 @@ class _TaskWriter:
             data = rows.select(list(range(self._meta, self._meta + n_data)))
             if self._deletes is not None and self._task.delete_schema is not None:
                 op = rows.column(self._task.partition_columns)
-                self._deletes.write(_cast(rows.select(self._key_positions), self._task.delete_schema), partition)
+                self._deletes.write(
+                    _cast(rows.select(self._key_positions), self._task.delete_schema, self._task.table), partition
+                )
                 data = data.filter(pc.not_equal(op, pa.scalar("D")))
-            self._data.write(_cast(data, self._task.arrow_schema), partition)
+            self._data.write(_cast(data, self._task.arrow_schema, self._task.table), partition)
 
     def close(self) -> list[_File]:
         self._data.close()

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from icesink import offsets as codec
 from icesink.job import Job
 from tests.conftest import REGISTRY_URL
-from tests.integration.helpers import Scenario, create_topics, produce
+from tests.integration import connect_events as ce
+from tests.integration.helpers import Scenario, create_topics, end_offsets, produce, produce_keyed, snapshots
 from tests.integration.test_avro import avro_values
 
 VALUE = {
@@ -155,10 +156,107 @@ def test_debezium_avro_changes_land_as_a_changelog(spark: SparkSession, scenario
 def test_debezium_json_with_schema_and_payload(spark: SparkSession, scenario: Scenario) -> None:
     topic = scenario.topic("customers_json")
     create_topics(topic, partitions=1)
-    schema = {"type": "struct", "name": "dbserver1.inventory.customers.Envelope", "fields": []}
-    values = [json.dumps({"schema": schema, "payload": event(i, op, b, a)}) for i, (op, b, a) in enumerate(CHANGES)]
+    row = [ce.field("id", "int64", optional=False), ce.field("email", "string")]
+    schema = ce.envelope_schema("dbserver1.inventory.customers", row)
+    values = [ce.wrapped(schema, event(i, op, b, a)) for i, (op, b, a) in enumerate(CHANGES)]
     produce(topic, values)
 
     Job(spark, scenario.config(**config(scenario, "json"))).run()
 
     assert changelog(spark, scenario.table("customers_json")) == EXPECTED
+
+
+# Debezium's defaults: JsonConverter with schemas for keys and values, decimal.handling.mode=precise
+# (Connect Decimal, base64), time.precision.mode=adaptive, tombstones after deletes.
+ROW = [
+    ce.field("id", "int32", optional=False, default=0),
+    ce.field("name", "string"),
+    ce.decimal_field("balance", 12, 2),
+    ce.field("created_at", "string", name="io.debezium.time.ZonedTimestamp", version=1),
+    ce.field("born", "int32", name="io.debezium.time.Date", version=1),
+    ce.field("active", "boolean"),
+    ce.field("score", "int32"),
+]
+KEY = [ce.field("id", "int32", optional=False)]
+
+
+def customer(i: int, name: str, balance: str, **extra: Any) -> dict[str, Any]:
+    row = {
+        "id": i, "name": name, "balance": ce.decimal_value(balance, 2), "created_at": "2024-01-02T03:04:05.123456Z",
+        "born": 19000 + i, "active": i % 2 == 0, "score": i * 10,
+    }  # fmt: skip
+    return {**row, **extra}
+
+
+def test_debezium_json_defaults_types_keys_tombstones_order(spark: SparkSession, scenario: Scenario) -> None:
+    """The Connect schema decides the column types (a decimal stays exact), schema-wrapped keys are
+    the table's key, tombstones delete by key (or are dead letters without one), and a redelivered
+    older change never moves a row backwards, across batches."""
+    topic = scenario.topic("shop.customers")
+    create_topics(topic, partitions=1)
+    prefix = "shop.public.customers"
+    schema, kschema = ce.envelope_schema(prefix, ROW), ce.key_schema(prefix, KEY)
+
+    def key(i: int) -> bytes:
+        return ce.wrapped(kschema, {"id": i})
+
+    a1, b1 = customer(1, "ann", "6909183708.39"), customer(2, "bob", "-0.01")
+    a2 = customer(1, "ann v2", "12.30")
+    c1 = customer(3, "cid", "0.00")
+    first = [
+        (key(1), ce.change(schema, "r", None, a1, 10), 0),
+        (key(2), ce.change(schema, "c", None, b1, 11), 0),
+        (key(1), ce.change(schema, "u", a1, a2, 12), 0),
+        (key(2), ce.change(schema, "d", {"id": 2}, None, 13), 0),
+        (key(2), None, 0),  # the tombstone after the delete
+        (key(3), ce.change(schema, "c", None, c1, 14), 0),
+        (ce.wrapped(kschema, {}), None, 0),  # a tombstone whose key lacks the key column: a dead letter
+        (None, None, 0),  # no key, no value: a dead letter
+    ]
+    produce_keyed(topic, first)
+    settings = {
+        **config(scenario, "json"),
+        "decode.source_columns": ["lsn"],
+        "decode.key_format": "json",
+        "tables.mode": "changelog",
+        "tables.order_by": "_source_lsn",
+    }
+    Job(spark, scenario.config(**settings)).run()
+
+    table = scenario.table("shop_customers")
+    types = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
+    assert types == {
+        "id": "int", "name": "string", "balance": "decimal(12,2)", "created_at": "timestamp", "born": "date",
+        "active": "boolean", "score": "int", "_op": "string", "_source_lsn": "bigint", "_key": "struct<id:int>",
+    }  # fmt: skip
+
+    def rows() -> list[tuple[Any, ...]]:
+        spark.sql(f"REFRESH TABLE {table}")
+        columns = "id, name, balance, created_at, born, _source_lsn, _key.id AS k"
+        got = spark.sql(f"SELECT {columns} FROM {table} ORDER BY id")
+        return [tuple(r) for r in got.collect()]
+
+    created = dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
+    assert rows() == [
+        (1, "ann v2", Decimal("12.30"), created, dt.date(2022, 1, 9), 12, 1),
+        (3, "cid", Decimal("0.00"), created, dt.date(2022, 1, 11), 14, 3),
+    ]
+    letters = spark.sql(f"SELECT offset, error_class FROM icesink.{scenario.namespace}.dead_letters ORDER BY offset")
+    assert [tuple(r) for r in letters.collect()] == [(6, "MissingKey"), (7, "NullValue")]
+
+    # Redelivered after a connector crash: older changes of ids 1 and 3 come again, then a newer one of 3.
+    again = [
+        (key(1), ce.change(schema, "u", a1, customer(1, "stale", "1.00"), 11), 0),
+        (key(3), ce.change(schema, "u", c1, customer(3, "stale", "2.00"), 13), 0),
+        (key(3), ce.change(schema, "u", c1, customer(3, "cid v2", "99.99"), 20), 0),
+        (key(1), ce.change(schema, "u", a1, customer(1, "stale again", "3.00"), 9), 0),
+    ]
+    produce_keyed(topic, again)
+    Job(spark, scenario.config(**settings)).run()
+
+    assert rows() == [
+        (1, "ann v2", Decimal("12.30"), created, dt.date(2022, 1, 9), 12, 1),
+        (3, "cid v2", Decimal("99.99"), created, dt.date(2022, 1, 11), 20, 3),
+    ]
+    summaries = [s["summary"] for s in snapshots(spark, table) if codec.OFFSETS_KEY in s["summary"]]
+    assert codec.decode(summaries[-1][codec.OFFSETS_KEY]) == end_offsets(topic)

@@ -69,6 +69,14 @@ def no_error() -> Column:
     return F.lit(None).cast(ERROR_TYPE)
 
 
+def fenced(err: Column) -> Column:
+    """`err` (a record's ERROR) as the optimizer cannot see through: the filters that split good rows
+    from bad records stay above it instead of being pushed down with every alias inlined, which
+    for a deep decode (a Connect envelope, then change classification) multiplies the plan until
+    the driver runs out of memory. Costs one partition-id read per record."""
+    return F.when(F.spark_partition_id() >= 0, err)
+
+
 def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
     """The rows that decoded, as the target's columns in the target's order."""
     return parsed.where(F.col(ERROR).isNull()).select(

@@ -44,43 +44,52 @@ def _let(value: Column, body: Callable[[Column], Column]) -> Column:
     return F.transform(F.array(value), body)[0]
 
 
+def exact_decimal(unscaled: Column, scale: Column, target: DecimalType) -> Column:
+    """Two's-complement big-endian `unscaled` bytes and a `scale` as a `target` decimal, exactly:
+    the bytes become decimal digits, the scale a decimal point, then one cast. A number that does
+    not fit `target`, or that would round, yields null (the caller makes that a dead letter); no
+    value ever passes through a double."""
+    negative = F.substring(unscaled, 1, 1) >= F.unhex(F.lit("80"))
+
+    def step(acc: Column, i: Column) -> Column:
+        b = F.conv(F.hex(F.substring(unscaled, i, F.lit(1))), 16, 10).cast("int")
+        b = F.when(negative, 255 - b).otherwise(b)  # two's complement: -x = ~x + 1
+        return F.try_add(F.try_multiply(acc, F.lit(256)), b).cast("decimal(38,0)")
+
+    digits = F.aggregate(F.sequence(F.lit(1), F.length(unscaled)), F.lit(0).cast("decimal(38,0)"), step)
+    magnitude = _let(digits, lambda d: F.when(negative, F.try_add(d, F.lit(1))).otherwise(d).cast("string"))
+    # lpad also truncates: never shorter than the digits themselves.
+    text = _let(magnitude, lambda m: F.lpad(m, F.greatest(F.length(m), scale + 1), "0"))
+    return F.when(unscaled.isNull(), F.lit(None).cast(target)).otherwise(
+        _let(text, lambda t: _place_point(t, scale, negative, target))
+    )
+
+
 def _variable_decimal(c: Column) -> Column:
-    """Exact: the unscaled bytes become decimal digits, the scale a decimal point, then one cast
-    that yields null instead of rounding when the number does not fit decimal(38, 18)."""
-
-    def from_bytes(value: Column, scale: Column) -> Column:
-        negative = F.substring(value, 1, 1) >= F.unhex(F.lit("80"))
-
-        def step(acc: Column, i: Column) -> Column:
-            b = F.conv(F.hex(F.substring(value, i, F.lit(1))), 16, 10).cast("int")
-            b = F.when(negative, 255 - b).otherwise(b)  # two's complement: -x = ~x + 1
-            return F.try_add(F.try_multiply(acc, F.lit(256)), b).cast("decimal(38,0)")
-
-        digits = F.aggregate(F.sequence(F.lit(1), F.length(value)), F.lit(0).cast("decimal(38,0)"), step)
-        magnitude = _let(digits, lambda d: F.when(negative, F.try_add(d, F.lit(1))).otherwise(d).cast("string"))
-        # lpad also truncates: never shorter than the digits themselves.
-        text = _let(magnitude, lambda m: F.lpad(m, F.greatest(F.length(m), scale + 1), "0"))
-        return _let(text, lambda t: _place_point(t, scale, negative))
-
-    return F.when(c.isNull(), F.lit(None).cast(VARIABLE_DECIMAL_TYPE)).otherwise(from_bytes(c["value"], c["scale"]))
+    return F.when(c.isNull(), F.lit(None).cast(VARIABLE_DECIMAL_TYPE)).otherwise(
+        exact_decimal(c["value"], c["scale"], VARIABLE_DECIMAL_TYPE)
+    )
 
 
-def _place_point(text: Column, scale: Column, negative: Column) -> Column:
+def _place_point(text: Column, scale: Column, negative: Column, target: DecimalType) -> Column:
     point = F.length(text) - scale
+    # A negative scale (PostgreSQL's numeric(p, -s)) multiplies by a power of ten: zeros appended.
+    whole = F.when(scale >= 0, F.substring(text, F.lit(1), point)).otherwise(
+        F.concat(text, F.repeat(F.lit("0"), -scale))
+    )
     literal = F.concat(
         F.when(negative, F.lit("-")).otherwise(F.lit("")),
-        F.substring(text, F.lit(1), point),
-        F.lit("."),
-        F.substring(text, point + 1, F.lit(40)),
+        whole,
+        F.when(scale > 0, F.concat(F.lit("."), F.substring(text, point + 1, F.lit(40)))).otherwise(F.lit("")),
     )
-    # A cast to a smaller scale rounds; only digits beyond scale 18 that are all zero may go.
-    extra = scale - VARIABLE_DECIMAL_TYPE.scale
+    # A cast to a smaller scale rounds; only digits beyond the target's scale that are all zero may go.
+    extra = scale - target.scale
     dropped = F.substring(text, F.length(text) - extra + 1, extra)
     exact = (extra <= 0) | F.regexp_like(dropped, F.lit("^0*$"))
-    return F.when(exact, literal.try_cast(VARIABLE_DECIMAL_TYPE))
+    return F.when(exact, literal.try_cast(target))
 
 
-_CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
+CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
     "io.debezium.time.Date": (DateType(), lambda c: F.date_from_unix_date(c)),
     "io.debezium.time.Timestamp": (TimestampNTZType(), lambda c: F.timestamp_millis(c).cast("timestamp_ntz")),
     "io.debezium.time.MicroTimestamp": (TimestampNTZType(), lambda c: F.timestamp_micros(c).cast("timestamp_ntz")),
@@ -110,7 +119,7 @@ def semantic_paths(schema_text: str) -> dict[Path, str]:
         if not isinstance(t, dict):
             return
         name = t.get("connect.name")
-        if name in _CONVERSIONS:
+        if name in CONVERSIONS:
             out[path] = name
         kind = t.get("type")
         if kind == "record":
@@ -130,7 +139,7 @@ def semantic_paths(schema_text: str) -> dict[Path, str]:
 
 def converted_type(dtype: DataType, paths: dict[Path, str], path: Path = ()) -> DataType:
     if path in paths:
-        return _CONVERSIONS[paths[path]][0]
+        return CONVERSIONS[paths[path]][0]
     if isinstance(dtype, StructType):
         return StructType(
             [f.__class__(f.name, converted_type(f.dataType, paths, (*path, f.name)), f.nullable) for f in dtype.fields]
@@ -162,7 +171,7 @@ def conversion_failed(raw: Column, converted: Column, paths: dict[Path, str]) ->
 def convert(col: Column, dtype: DataType, paths: dict[Path, str], path: Path = ()) -> Column:
     """`col` (of `dtype`, as from_avro yields it) with the semantic fields converted."""
     if path in paths:
-        return _CONVERSIONS[paths[path]][1](col)
+        return CONVERSIONS[paths[path]][1](col)
     if not any(p[: len(path)] == path for p in paths):
         return col
     if isinstance(dtype, StructType):
