@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,6 +88,20 @@ def keep_condition(keep_from: dict[TopicPartition, int]) -> Column:
     return F.col("offset") >= F.coalesce(floor, F.lit(0))
 
 
+@contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """`key` set to `value` in the session while the block runs (its queries are planned then)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
 def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None:
     """The count an action observed, or None when Spark did not report it (in time). Spark hands
     observed metrics over through its listener bus, a moment after the action returns."""
@@ -102,7 +117,7 @@ def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None
         return None
 
 
-_CAUSE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception): .+)$", re.MULTILINE)
+_CAUSE = re.compile(r"^(?:: )?(?:[\w.]+\.)?(\w+(?:Error|Exception|Invalid): .+)$", re.MULTILINE)
 
 
 def write_failed(plan: TablePlan, ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
@@ -580,9 +595,15 @@ class BatchHandler:
         )
         last = changes.last_change_per_key(good, w.changes, columns)
         held = self._held_order(w)
-        if held is not None:
+        if held is None:
+            return self._write_rows(last, w.table, w.plan.table, batch_id, query_id, w.changes.keys)
+        # Dynamic partition pruning would trace the join key back through every alias of the
+        # decode (a Connect envelope: thousands of expressions, rewritten at each level) and
+        # exhaust the driver's memory; this join has nothing to prune anyway. The batch's own
+        # session plans it (Spark runs each micro-batch in a clone of the job's session).
+        with _session_conf(good.sparkSession, "spark.sql.optimizer.dynamicPartitionPruning.enabled", "false"):
             last = changes.skip_older(last, held, w.changes)
-        return self._write_rows(last, w.table, w.plan.table, batch_id, query_id, w.changes.keys)
+            return self._write_rows(last, w.table, w.plan.table, batch_id, query_id, w.changes.keys)
 
     def _held_order(self, w: _TableWork) -> DataFrame | None:
         """The key and `order_by` columns of the rows the table holds (as of the snapshot this batch

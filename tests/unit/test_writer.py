@@ -156,3 +156,60 @@ def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch
     assert importlib.import_module("zipmod_for_test.sub").Y == 2  # a new import from the zip works
     for name in ("zipmod_for_test", "zipmod_for_test.sub"):
         sys.modules.pop(name, None)
+
+
+REQUIRED = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"}),
+        pa.field("name", pa.large_string(), nullable=True, metadata={b"PARQUET:field_id": b"2"}),
+    ]
+)
+
+
+def spark_rows(ids: list[int | None], names: list[str | None]) -> pa.Table:
+    # Spark's names and types: int32 and string where the table has int64 and large_string.
+    return pa.table({"col_0": pa.array(ids, pa.int32()), "col_1": pa.array(names, pa.string())})
+
+
+def test_cast_names_the_table_and_column_when_a_required_column_has_nulls() -> None:
+    import pytest
+
+    from icesink.writer import RequiredColumnError, _cast
+
+    rows = spark_rows([1, None, None], ["a", "b", None])
+    with pytest.raises(RequiredColumnError, match=r"^table ns\.t: 2 row\(s\) have no value for required column id "):
+        _cast(rows, REQUIRED, "ns.t")
+    assert issubclass(RequiredColumnError, ValueError)
+
+
+def test_cast_takes_the_tables_names_types_and_field_ids() -> None:
+    from icesink.writer import _cast
+
+    out = _cast(spark_rows([1, 2, 3], ["a", None, "c"]), REQUIRED, "ns.t")  # nulls in a nullable column are fine
+    assert out.schema == REQUIRED
+    assert out.schema.field("id").metadata == {b"PARQUET:field_id": b"1"}
+    assert out.column("id").to_pylist() == [1, 2, 3]
+    assert out.column("name").to_pylist() == ["a", None, "c"]
+    assert _cast(spark_rows([], []), REQUIRED, "ns.t").num_rows == 0
+
+
+def test_a_null_key_fails_the_write_naming_the_table(tmp_path: Path) -> None:
+    import pytest
+
+    from icesink.writer import RequiredColumnError
+
+    # A changelog table: every key goes to the equality-delete file, whose key column is required.
+    t = WriteTask(
+        table="ns.accounts",
+        arrow_schema=REQUIRED,
+        data_location=f"file://{tmp_path}/",
+        file_prefix="q-00000003",
+        storage=StorageSettings(),
+        delete_schema=pa.schema([REQUIRED.field("id")]),
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(["U", "D"]), pa.array([1, None], pa.int64()), pa.array(["a", None])],
+        names=["__icesink_op", "id", "name"],
+    )
+    with pytest.raises(RequiredColumnError, match=r"table ns\.accounts: 1 row\(s\) .* required column id"):
+        write_files(t, iter([batch]), partition_id=0)

@@ -66,6 +66,9 @@ _PRIMITIVES: dict[str, DataType] = {
     "int64": LongType(),
     "float32": FloatType(),
     "float64": DoubleType(),
+    # JsonConverter's own spelling of FLOAT32 and FLOAT64 in the schemas it writes.
+    "float": FloatType(),
+    "double": DoubleType(),
     "boolean": BooleanType(),
     "string": StringType(),
     "bytes": BinaryType(),
