@@ -42,7 +42,15 @@ def offset_rows(states: Sequence[TableState], marks: Marks) -> list[dict[str, An
     return rows
 
 
+ROWS_NOTE = (
+    "rows: live rows; for tables with delete files (upsert/changelog) icesink reads their key columns "
+    "to apply the deletes, for others it is the snapshot's total-records"
+)
+
+
 def status_rows(states: Sequence[TableState], marks: Marks, dead_letters: Mapping[str, int]) -> list[dict[str, Any]]:
+    """One row per table. `rows` is live rows (deletes applied, see `rows_counted`), `total_records`
+    the snapshot's count of data rows before deletes."""
     rows = []
     for s in states:
         lags = [max(marks[tp][1] - o, 0) for tp, o in s.offsets.items() if tp in marks]
@@ -52,6 +60,8 @@ def status_rows(states: Sequence[TableState], marks: Marks, dead_letters: Mappin
                 "last_commit_at": _iso(s.last_commit_at),
                 "last_batch": s.batch_id,
                 "rows": s.rows,
+                "total_records": s.total_records,
+                "rows_counted": s.rows_counted,
                 "data_files": s.data_files,
                 "delete_files": s.delete_files,
                 "lag": sum(lags) if lags else None,

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from tests.integration.helpers import (
     snapshots,
     table_exists,
 )
-from tests.integration.test_cdc import table_state
+from tests.integration.test_cdc import cdc_config, records, table_state
 from tests.integration.test_evolution import wait_for
 
 
@@ -99,6 +100,55 @@ def test_offsets_show_status_and_the_consumer_group(spark: SparkSession, scenari
     missing = cli("offsets", "show", "-c", config, "--table", "nope")
     assert missing.returncode == 1
     assert f"icesink: error: no table {scenario.namespace}.nope in the catalog" in missing.stderr
+
+
+def test_status_counts_the_live_rows_of_a_changelog_table(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("accounts")
+    create_topics(topic, partitions=2)
+    first = list(random_changes(3_000, 400, 2, seed=31))
+    second = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(2_000, 400, 2, seed=32)]
+    overrides = cdc_config()
+    for batch in (first, second):  # the second batch updates and deletes rows of the first
+        produce_keyed(topic, records(batch))
+        Job(spark, scenario.config(**overrides)).run()
+    config = str(scenario.write_config(tmp_path / "job.yaml", **overrides))
+    table = scenario.table("accounts")
+    name = f"{scenario.namespace}.{scenario.prefix}_accounts"
+
+    def status() -> dict[str, Any]:
+        started = time.monotonic()
+        rows = {
+            r["table"]: r
+            for r in as_json(cli("status", "-c", config, "--table", f"{scenario.prefix}_accounts", "--json"))
+        }
+        print(f"icesink status --json: {time.monotonic() - started:.1f} s")
+        return rows[name]
+
+    live = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
+    assert live == len(oracle(first + second))
+    total = int(snapshots(spark, table)[-1]["summary"]["total-records"])
+    assert total > live, "equality deletes: total-records counts the rows they delete"
+    row = status()
+    assert row["rows"] == live
+    assert row["total_records"] == total
+    assert row["rows_counted"] == "deletes-applied"
+    assert row["delete_files"] >= 2
+
+    # Spark's own merge-on-read DELETE adds position deletes on top of icesink's equality deletes.
+    spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('write.delete.mode' = 'merge-on-read')")
+    spark.sql(f"DELETE FROM {table} WHERE id % 7 = 0")
+    kinds = spark.sql(f"SELECT content, count(*) AS n FROM {table}.delete_files GROUP BY content").collect()
+    assert {r.content for r in kinds} == {1, 2}, "position and equality delete files"
+    live = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
+    assert live == len({k for k in oracle(first + second) if k % 7})
+    row = status()
+    assert row["rows"] == live != row["total_records"]
+
+    text = cli("status", "-c", config)
+    assert text.returncode == 0, text.stderr
+    assert "rows: live rows" in text.stdout
 
 
 @pytest.mark.slow

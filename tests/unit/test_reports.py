@@ -11,7 +11,7 @@ AT = dt.datetime(2026, 11, 26, 1, 2, 3, tzinfo=dt.UTC)
 
 
 def state(name: str, offsets: dict[TP, int]) -> TableState:
-    return TableState(TableRef("ns", name), offsets, 42, AT, 7, AT, 100, 3, 1, 5)
+    return TableState(TableRef("ns", name), offsets, 42, AT, 7, AT, 100, 3, 1, 5, 160, "deletes-applied")
 
 
 def test_offset_rows_compare_tables_with_kafka() -> None:
@@ -38,6 +38,8 @@ def test_status_rows_sum_the_lag_and_count_dead_letters() -> None:
             "last_commit_at": "2026-11-26T01:02:03+00:00",
             "last_batch": 7,
             "rows": 100,
+            "total_records": 160,
+            "rows_counted": "deletes-applied",
             "data_files": 3,
             "delete_files": 1,
             "lag": 3,
