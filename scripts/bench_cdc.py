@@ -1,6 +1,7 @@
 """CDC benchmark: the same keyed change stream written append-only and as upserts/deletes, in one run.
 
   scripts/bench_cdc.py [--records 300000] [--keys 30000] [--batches 5] [--repeat 3] [--skip-reads]
+                       [--modes append,changelog]
 
 Needs the local stack. A random change stream (JSON values with an I/U/D operation field, ~70%
 updates of live keys, skewed keys, 2 partitions) is produced once; then icesink runs it, each run
@@ -8,6 +9,10 @@ in a fresh table and checkpoint, alternately as
   append     tables.mode append: every change is a new row (one append snapshot per batch)
   changelog  tables.mode changelog: last change per key, equality deletes + rows (one RowDelta per batch)
 and prints records/s per run, the medians and the ratio (target: changelog >= 50% of append).
+`--modes ordered-batch,ordered-table` measures instead what ordering changes across batches costs:
+both are changelog tables with `tables.order_by: v` (the change's sequence number), the first
+with `order_by_scope: batch`, the second with `table` (each batch joined with the table's key and
+order columns); it prints the extra seconds per batch.
 Then it writes the stream into a CDC table in small batches and prints how long a full-table read
 through Spark takes after 10, 50 and 100 batches, with the data and delete file counts, so users
 see when compaction pays.
@@ -39,6 +44,15 @@ from icesink.session import build_session  # noqa: E402
 CATALOG = "icesink"
 
 
+KEYED = {"mode": "changelog", "key_columns": ["id"]}
+MODES: dict[str, dict[str, Any]] = {
+    "append": {"mode": "append"},
+    "changelog": KEYED,
+    "ordered-batch": {**KEYED, "order_by": "v", "order_by_scope": "batch"},
+    "ordered-table": {**KEYED, "order_by": "v", "order_by_scope": "table"},
+}
+
+
 def config(tmp: Path, topic: str, namespace: str, mode: str, max_per_trigger: int) -> Any:
     return parse_config(
         {
@@ -54,7 +68,7 @@ def config(tmp: Path, topic: str, namespace: str, mode: str, max_per_trigger: in
             },
             "catalog": {"name": CATALOG, "uri": CATALOG_URI},
             "s3": {"endpoint": S3_ENDPOINT},
-            "tables": {"namespace": namespace, "mode": mode, "key_columns": ["id"] if mode != "append" else []},
+            "tables": {"namespace": namespace, **MODES[mode]},
             "decode": {"operation_column": "op"},
             "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
         },
@@ -78,19 +92,22 @@ def throughput(spark: Any, tmp: Path, args: argparse.Namespace) -> dict[str, Any
     changes = list(random_changes(args.records, args.keys, 2, seed=1, tombstones=False))
     produce(topic, changes)
     per_trigger = -(-args.records // args.batches)
-    runs: dict[str, list[float]] = {"append": [], "changelog": []}
+    first, second = args.modes
+    runs: dict[str, list[float]] = {first: [], second: []}
     # A warm-up run pays the JVM's and the Python workers' start-up outside the figures.
     timed_run(spark, config(tmp, topic, f"bench_warm_{uuid.uuid4().hex[:6]}", "append", per_trigger))
     for i in range(args.repeat):
-        for mode in ("append", "changelog") if i % 2 == 0 else ("changelog", "append"):
-            ns = f"bench_{mode}_{uuid.uuid4().hex[:6]}"
+        for mode in (first, second) if i % 2 == 0 else (second, first):
+            ns = f"bench_{mode.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
             seconds = timed_run(spark, config(tmp, topic, ns, mode, per_trigger))
             rate = args.records / seconds
             runs[mode].append(rate)
             rows = spark.sql(f"SELECT count(*) FROM {CATALOG}.{ns}.{topic}").first()[0]
-            print(f"  {mode:9s} run {i + 1}: {seconds:6.1f} s  {rate:10,.0f} records/s  ({rows:,} rows)", flush=True)
+            print(f"  {mode:13s} run {i + 1}: {seconds:6.1f} s  {rate:10,.0f} records/s  ({rows:,} rows)", flush=True)
     medians = {mode: statistics.median(r) for mode, r in runs.items()}
-    return {"runs": runs, "median": medians, "ratio": medians["changelog"] / medians["append"]}
+    # Extra seconds per batch of the second mode over the first, from the median rates.
+    extra = (args.records / medians[second] - args.records / medians[first]) / args.batches
+    return {"runs": runs, "median": medians, "ratio": medians[second] / medians[first], "extra_s_per_batch": extra}
 
 
 def read_times(spark: Any, tmp: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -138,15 +155,22 @@ def main() -> None:
     parser.add_argument("--read-batch", type=int, default=1_000, help="records per batch of the read test")
     parser.add_argument("--skip-reads", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--modes", default="append,changelog", help=f"the two modes to compare, of {', '.join(MODES)}")
     args = parser.parse_args()
+    args.modes = args.modes.split(",")
+    if len(args.modes) != 2 or not set(args.modes) <= set(MODES):
+        parser.error(f"--modes: two of {', '.join(MODES)}")
     with tempfile.TemporaryDirectory(prefix="bench-cdc-") as tmp:
         spark = build_session(config(Path(tmp), "x", "bench", "append", 1))
         print(f"throughput: {args.records:,} changes over {args.keys:,} keys in {args.batches} batches", flush=True)
         result: dict[str, Any] = {"throughput": throughput(spark, Path(tmp), args)}
         t = result["throughput"]
+        first, second = args.modes
+        target = " (target >= 0.50)" if args.modes == ["append", "changelog"] else ""
         print(
-            f"median: append {t['median']['append']:,.0f} records/s, changelog {t['median']['changelog']:,.0f} "
-            f"records/s; changelog/append = {t['ratio']:.2f} (target >= 0.50)",
+            f"median: {first} {t['median'][first]:,.0f} records/s, {second} {t['median'][second]:,.0f} "
+            f"records/s; {second}/{first} = {t['ratio']:.2f}{target}; {second} costs "
+            f"{t['extra_s_per_batch']:+.2f} s per batch of {-(-args.records // args.batches):,}",
             flush=True,
         )
         if not args.skip_reads:
