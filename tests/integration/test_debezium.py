@@ -30,6 +30,11 @@ VALUE = {
             "default": None,
         },
         {
+            "name": "updated",
+            "type": ["null", {"type": "string", "connect.name": "io.debezium.time.ZonedTimestamp"}],
+            "default": None,
+        },
+        {
             "name": "balance",
             "type": [
                 "null",
@@ -125,12 +130,16 @@ def test_debezium_avro_changes_land_as_a_changelog(spark: SparkSession, scenario
         (dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.UTC) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
         / dt.timedelta(microseconds=1)
     )
-    events[1]["after"] = {**events[1]["after"], "born": born, "seen": seen, "balance": variable_decimal("12345.678")}
+    events[1]["after"] = {
+        **events[1]["after"], "born": born, "seen": seen, "balance": variable_decimal("12345.678"),
+        "updated": "2024-01-02T03:04:05.5+02:00",
+    }  # fmt: skip
     events[3]["after"] = {**events[3]["after"], "balance": variable_decimal("-0.05")}
     values = avro_values(topic, ENVELOPE, events)
     bad_op = event(9, "x", None, {"id": 9, "email": "?"})
     too_precise = event(10, "c", None, {"id": 10, "email": "?", "balance": variable_decimal("1." + "1" * 25)})
-    produce(topic, [*values, *avro_values(topic, ENVELOPE, [bad_op, too_precise])])
+    bad_time = event(11, "c", None, {"id": 11, "email": "?", "updated": "yesterday"})
+    produce(topic, [*values, *avro_values(topic, ENVELOPE, [bad_op, too_precise, bad_time])])
 
     Job(spark, scenario.config(**config(scenario, "avro"))).run()
 
@@ -139,8 +148,11 @@ def test_debezium_avro_changes_land_as_a_changelog(spark: SparkSession, scenario
     types = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
     assert types["born"] == "date"
     assert types["seen"] == "timestamp_ntz"
-    special = spark.sql(f"SELECT born, seen FROM {table} WHERE born IS NOT NULL").collect()
-    assert [(r.born, r.seen) for r in special] == [(dt.date(1990, 5, 17), dt.datetime(2024, 1, 2, 3, 4, 5, 123456))]
+    assert types["updated"] == "timestamp"
+    special = spark.sql(f"SELECT born, seen, updated FROM {table} WHERE born IS NOT NULL").collect()
+    assert [(r.born, r.seen, r.updated) for r in special] == [
+        (dt.date(1990, 5, 17), dt.datetime(2024, 1, 2, 3, 4, 5, 123456), dt.datetime(2024, 1, 2, 1, 4, 5, 500000))
+    ]
     assert types["balance"] == "decimal(38,18)"
     balances = spark.sql(
         f"SELECT id, _op, balance FROM {table} WHERE balance IS NOT NULL ORDER BY _source_lsn"
@@ -150,6 +162,7 @@ def test_debezium_avro_changes_land_as_a_changelog(spark: SparkSession, scenario
     assert sorted((r.offset, r.error_class, r.error_message) for r in letters.collect()) == [
         (5, "DebeziumEnvelopeError", "unknown op x"),
         (6, "DecimalOverflow", "a VariableScaleDecimal does not fit decimal(38, 18)"),
+        (7, "ConversionFailed", "a ZonedTimestamp that does not parse"),
     ]
 
 

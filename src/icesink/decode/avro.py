@@ -170,6 +170,10 @@ class PreparedAvro:
             if overflow is not None:
                 too_big = error("convert", "DecimalOverflow", "a VariableScaleDecimal does not fit decimal(38, 18)")
                 reason = reason.when(overflow, too_big)
+            unparsed = semantic.conversion_failed(col, value, w.semantics, frozenset({semantic.ZONED_TIMESTAMP}))
+            if unparsed is not None:
+                bad_time = error("convert", "ConversionFailed", "a ZonedTimestamp that does not parse")
+                reason = reason.when(unparsed, bad_time)
         if self._envelope is not None:
             return debezium.row(value, value_type, target, self._envelope, align), reason.otherwise(
                 debezium.envelope_error(value, value_type)

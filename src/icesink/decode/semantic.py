@@ -97,7 +97,8 @@ CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
         TimestampNTZType(),
         lambda c: F.timestamp_micros(F.floor(c / 1000).cast("long")).cast("timestamp_ntz"),
     ),
-    "io.debezium.time.ZonedTimestamp": (TimestampType(), lambda c: F.to_timestamp(c)),
+    # try_: a string that does not parse is null here, and `conversion_failed` makes it a dead letter.
+    "io.debezium.time.ZonedTimestamp": (TimestampType(), lambda c: F.try_to_timestamp(c)),
     "io.debezium.time.Time": (LongType(), lambda c: c.cast("long") * 1000),
     "io.debezium.time.MicroTime": (LongType(), lambda c: c.cast("long")),
     VARIABLE_DECIMAL: (VARIABLE_DECIMAL_TYPE, _variable_decimal),
@@ -149,12 +150,18 @@ def converted_type(dtype: DataType, paths: dict[Path, str], path: Path = ()) -> 
     return dtype
 
 
-def conversion_failed(raw: Column, converted: Column, paths: dict[Path, str]) -> Column | None:
-    """True where a value that must convert exactly (VariableScaleDecimal) did not fit: present in
-    `raw` (as from_avro yields it), null in `converted`. None when the schema has no such field."""
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+
+
+def conversion_failed(
+    raw: Column, converted: Column, paths: dict[Path, str], names: frozenset[str] = frozenset({VARIABLE_DECIMAL})
+) -> Column | None:
+    """True where a value of a semantic type in `names` that must convert exactly (a
+    VariableScaleDecimal, a ZonedTimestamp) did not: present in `raw` (as from_avro yields it),
+    null in `converted`. None when the schema has no such field."""
     checks = []
     for path, name in paths.items():
-        if name != VARIABLE_DECIMAL or not path:
+        if name not in names or not path:
             continue
         before, after = raw, converted
         for part in path:
