@@ -65,7 +65,7 @@ class JobConfig(_Section):
     checkpoint_location: str = Field(
         description="Spark checkpoint folder (local path or URI); the tables stay the source of truth"
     )
-    trigger: TriggerConfig = Field(default_factory=TriggerConfig)  # type: ignore[arg-type]
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     retry_unreachable_for_s: int = Field(
         300,
         ge=0,
@@ -478,11 +478,11 @@ class Config(_Section):
     job: JobConfig
     kafka: KafkaConfig
     catalog: CatalogConfig
-    s3: S3Config = Field(default_factory=S3Config)  # type: ignore[arg-type]
-    tables: TablesConfig = Field(default_factory=TablesConfig)  # type: ignore[arg-type]
-    decode: DecodeConfig = Field(default_factory=DecodeConfig)  # type: ignore[arg-type]
+    s3: S3Config = Field(default_factory=S3Config)
+    tables: TablesConfig = Field(default_factory=TablesConfig)
+    decode: DecodeConfig = Field(default_factory=DecodeConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
-    spark: SparkConfig = Field(default_factory=SparkConfig)  # type: ignore[arg-type]
+    spark: SparkConfig = Field(default_factory=SparkConfig)
 
 
 def apply_env_overrides(raw: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:

@@ -12,11 +12,6 @@ from pyspark.sql import functions as F
 
 from icesink.decode import ERROR
 
-COLUMNS = (
-    "topic", "partition", "offset", "timestamp", "key", "value", "headers",
-    "stage", "error_class", "error_message", "target_table", "batch_id", "query_id", "failed_at",
-)  # fmt: skip
-
 
 def rows(bad: DataFrame, target: str, batch_id: int, query_id: str) -> DataFrame:
     """Dead-letter rows for the bad records of one table's share of the batch (`target`: the

@@ -185,10 +185,6 @@ def flattened(batch: StructType, separator: str) -> list[tuple[str, tuple[str, .
     return out
 
 
-def flat_type(batch: StructType, separator: str) -> StructType:
-    return StructType([StructField(name, t, n) for name, _, t, n in flattened(batch, separator)])
-
-
 _WIDER = {
     ("IntegerType", "LongType"),
     ("FloatType", "DoubleType"),

@@ -9,32 +9,15 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass
 
 MAGIC = 0
 GUID_MAGIC = 1
 HEADER_SIZE = 5
 GUID_HEADER_SIZE = 17
-VALUE_SCHEMA_ID_HEADER = "__value_schema_id"
 
 
 class WireFormatError(ValueError):
     """The bytes are not in the Confluent wire format."""
-
-
-@dataclass(frozen=True)
-class Framed:
-    schema_id: int
-    body: bytes
-
-
-def parse(data: bytes) -> Framed:
-    if len(data) < HEADER_SIZE:
-        raise WireFormatError(f"{len(data)} byte(s), shorter than the 5-byte Confluent header")
-    if data[0] != MAGIC:
-        raise WireFormatError(f"magic byte is 0x{data[0]:02x}, not 0x00")
-    (schema_id,) = struct.unpack(">I", data[1:HEADER_SIZE])
-    return Framed(schema_id, data[HEADER_SIZE:])
 
 
 def schema_ref(key: bytes) -> int | str:
@@ -44,7 +27,3 @@ def schema_ref(key: bytes) -> int | str:
     if len(key) == GUID_HEADER_SIZE and key[0] == GUID_MAGIC:
         return str(uuid.UUID(bytes=key[1:]))
     raise WireFormatError(f"{len(key)} byte(s) starting 0x{key[:1].hex() or '-'}: neither a schema id nor a GUID")
-
-
-def frame(schema_id: int, body: bytes) -> bytes:
-    return bytes([MAGIC]) + struct.pack(">I", schema_id) + body

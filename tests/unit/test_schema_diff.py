@@ -17,7 +17,6 @@ from icesink.schema_diff import (
     CORRUPT_COLUMN,
     added_columns,
     conflicts,
-    flat_type,
     flattened,
     merged,
     optional_columns,
@@ -162,4 +161,3 @@ def test_flattening_joins_struct_paths() -> None:
         ("a_c_d", ("a", "c", "d")),
         ("l", ("l",)),
     ]
-    assert flat_type(batch, "__").fieldNames() == ["id", "a__b", "a__c__d", "l"]

@@ -8,20 +8,6 @@ import pytest
 from icesink import avro_schema, wire
 
 
-def test_frame_round_trip() -> None:
-    data = wire.frame(1234567, b"body")
-    assert data[:5] == b"\x00\x00\x12\xd6\x87"
-    assert wire.parse(data) == wire.Framed(1234567, b"body")
-
-
-@pytest.mark.parametrize(
-    ("data", "why"), [(b"\x00\x00\x01", "shorter than the 5-byte"), (b"\x01\x00\x00\x00\x01x", "magic byte is 0x01")]
-)
-def test_not_framed(data: bytes, why: str) -> None:
-    with pytest.raises(wire.WireFormatError, match=why):
-        wire.parse(data)
-
-
 def test_reader_schema_gets_a_defaulted_sentinel_once() -> None:
     writer = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
     reader = json.loads(avro_schema.reader_with_sentinel(avro_schema.reader_with_sentinel(writer)))
