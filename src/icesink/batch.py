@@ -123,7 +123,8 @@ _CAUSE = re.compile(r"^(?:: )?(?:[\w.]+\.)?(\w+(?:Error|Exception|Invalid): .+)$
 def write_failed(plan: TablePlan, ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
     """The error that ends a batch whose write failed on an executor: the table, its topic-partitions
     and offsets, the cause in one line (not a JVM stack trace) and what to do."""
-    mine = [r for r in ranges if r.tp in set(plan.batch_tps)]
+    tps = set(plan.batch_tps)
+    mine = [r for r in ranges if r.tp in tps]
     where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in mine) or "no records"
     text = str(e)
     # The innermost exception line that says what went wrong (a Python worker's error comes last).
@@ -612,7 +613,7 @@ class BatchHandler:
         if spec is None or spec.order_by is None or w.settings.order_by_scope is not OrderScope.TABLE:
             return None
         snapshot = w.table.currentSnapshot() if w.table is not None else None
-        if snapshot is None or spec.order_by not in self._catalog.spark_schema(w.table).fieldNames():
+        if snapshot is None or spec.order_by not in w.target.fieldNames():
             return None
         rows = (
             self._spark.read.format("iceberg")

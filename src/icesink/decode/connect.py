@@ -49,7 +49,6 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
-    TimestampNTZType,
     TimestampType,
 )
 
@@ -87,36 +86,28 @@ class _Logical:
     checked: bool  # the conversion yields null for a value it cannot take exactly (a dead letter)
 
 
-def _micros_of_nanos(c: Column) -> Column:
-    return F.floor(c / 1000).cast("long")
-
+# What from_json parses each of Debezium's semantic types as; they convert as for Avro
+# (`semantic.CONVERSIONS`), and those that can fail to convert exactly are checked.
+_DEBEZIUM_PARSE: dict[str, DataType] = {
+    "io.debezium.time.Date": IntegerType(),
+    "io.debezium.time.Timestamp": LongType(),
+    "io.debezium.time.MicroTimestamp": LongType(),
+    "io.debezium.time.NanoTimestamp": LongType(),
+    semantic.ZONED_TIMESTAMP: StringType(),  # ISO-8601 with an offset, e.g. 2024-01-02T03:04:05.123456Z
+    "io.debezium.time.Time": IntegerType(),
+    "io.debezium.time.MicroTime": LongType(),
+    semantic.VARIABLE_DECIMAL: StructType([StructField("scale", IntegerType()), StructField("value", BinaryType())]),
+}
+_CHECKED = {semantic.ZONED_TIMESTAMP, semantic.VARIABLE_DECIMAL}
 
 # Logical types whose parse and result types do not depend on parameters.
 _LOGICAL: dict[str, _Logical] = {
     "org.apache.kafka.connect.data.Date": _Logical(IntegerType(), DateType(), F.date_from_unix_date, False),
     "org.apache.kafka.connect.data.Time": _Logical(IntegerType(), LongType(), lambda c: c.cast("long") * 1000, False),
     "org.apache.kafka.connect.data.Timestamp": _Logical(LongType(), TimestampType(), F.timestamp_millis, False),
-    "io.debezium.time.Date": _Logical(IntegerType(), DateType(), F.date_from_unix_date, False),
-    "io.debezium.time.Timestamp": _Logical(
-        LongType(), TimestampNTZType(), lambda c: F.timestamp_millis(c).cast("timestamp_ntz"), False
-    ),
-    "io.debezium.time.MicroTimestamp": _Logical(
-        LongType(), TimestampNTZType(), lambda c: F.timestamp_micros(c).cast("timestamp_ntz"), False
-    ),
-    "io.debezium.time.NanoTimestamp": _Logical(
-        LongType(), TimestampNTZType(), lambda c: F.timestamp_micros(_micros_of_nanos(c)).cast("timestamp_ntz"), False
-    ),
-    # ISO-8601 with an offset, e.g. 2024-01-02T03:04:05.123456Z; one that does not parse is a dead letter.
-    "io.debezium.time.ZonedTimestamp": _Logical(StringType(), TimestampType(), F.try_to_timestamp, True),
-    "io.debezium.time.Time": _Logical(IntegerType(), LongType(), lambda c: c.cast("long") * 1000, False),
-    "io.debezium.time.MicroTime": _Logical(LongType(), LongType(), lambda c: c, False),
-    "io.debezium.time.NanoTime": _Logical(LongType(), LongType(), _micros_of_nanos, False),
-    semantic.VARIABLE_DECIMAL: _Logical(
-        StructType([StructField("scale", IntegerType()), StructField("value", BinaryType())]),
-        semantic.VARIABLE_DECIMAL_TYPE,
-        semantic.CONVERSIONS[semantic.VARIABLE_DECIMAL][1],
-        True,
-    ),
+    # Not among Avro's conversions (there it stays nanoseconds): micros of the day like Time and MicroTime.
+    "io.debezium.time.NanoTime": _Logical(LongType(), LongType(), lambda c: F.floor(c / 1000).cast("long"), False),
+    **{name: _Logical(parse, *semantic.CONVERSIONS[name], name in _CHECKED) for name, parse in _DEBEZIUM_PARSE.items()},
 }
 
 

@@ -287,8 +287,8 @@ class JsonDecoder:
         return schemas, others
 
     def _schema(self, h: int, text: str) -> _Connect:
-        found = self._parsed.get(text)
-        if found is not None and found.hash == h:
+        found = self._parsed.get(text)  # the hash is the text's: the same text, the same hash
+        if found is not None:
             return found
         try:
             schema = connect.parse_schema(text)

@@ -37,6 +37,7 @@ Path = tuple[str, ...]
 
 VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
 VARIABLE_DECIMAL_TYPE = DecimalType(38, 18)
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 
 
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
@@ -98,7 +99,7 @@ CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
         lambda c: F.timestamp_micros(F.floor(c / 1000).cast("long")).cast("timestamp_ntz"),
     ),
     # try_: a string that does not parse is null here, and `conversion_failed` makes it a dead letter.
-    "io.debezium.time.ZonedTimestamp": (TimestampType(), lambda c: F.try_to_timestamp(c)),
+    ZONED_TIMESTAMP: (TimestampType(), lambda c: F.try_to_timestamp(c)),
     "io.debezium.time.Time": (LongType(), lambda c: c.cast("long") * 1000),
     "io.debezium.time.MicroTime": (LongType(), lambda c: c.cast("long")),
     VARIABLE_DECIMAL: (VARIABLE_DECIMAL_TYPE, _variable_decimal),
@@ -148,9 +149,6 @@ def converted_type(dtype: DataType, paths: dict[Path, str], path: Path = ()) -> 
     if isinstance(dtype, ArrayType):
         return ArrayType(converted_type(dtype.elementType, paths, path), dtype.containsNull)
     return dtype
-
-
-ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 
 
 def conversion_failed(
