@@ -219,7 +219,7 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
 
 
 def session(tmp: Path) -> Any:
-    from icesink.session import build_session
+    from icesink.job.session import build_session
 
     spark = build_session(icesink_config(tmp, "x", "bench", "avro", 1))
     spark.sparkContext.setLogLevel("ERROR")
@@ -256,7 +256,7 @@ def collector(into: list[dict[str, Any]]) -> Any:
 def run_icesink(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
     import logging
 
-    from icesink.job import Job
+    from icesink.job.query import Job
 
     logging.basicConfig(level=logging.WARNING)
     for i in range(-1, spec["repeat"]):
@@ -378,7 +378,7 @@ def run_freshness(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
     """icesink with a processing-time trigger while a separate process produces at a steady rate."""
     import logging
 
-    from icesink.job import Job
+    from icesink.job.query import Job
 
     logging.basicConfig(level=logging.WARNING)
     topic = spec["topic"]
@@ -396,7 +396,7 @@ def run_freshness(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
     ends = end_offsets(topic)
     table = f"{CATALOG}.{ns}.{topic}"
     deadline = time.monotonic() + 120 + 3 * spec["interval"]
-    from icesink import offsets as codec
+    from icesink.iceberg import snapshot_offsets as codec
 
     while time.monotonic() < deadline and job.handler.failure is None:
         try:
@@ -417,7 +417,7 @@ def run_freshness(spark: Any, tmp: Path, spec: dict[str, Any]) -> None:
 def commit_latencies(spark: Any, table: str, topic: str) -> list[float]:
     """For every record: the commit time of the snapshot whose offsets first cover it, minus its
     Kafka timestamp (seconds)."""
-    from icesink import offsets as codec
+    from icesink.iceberg import snapshot_offsets as codec
 
     snaps = spark.sql(f"SELECT committed_at, summary FROM {table}.snapshots ORDER BY committed_at").collect()
     records = (

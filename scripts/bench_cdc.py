@@ -38,8 +38,8 @@ from tests.integration.change_stream import Change, random_changes  # noqa: E402
 from tests.integration.helpers import create_topics, produce_keyed  # noqa: E402
 
 from icesink.config import parse_config  # noqa: E402
-from icesink.job import Job  # noqa: E402
-from icesink.session import build_session  # noqa: E402
+from icesink.job.query import Job  # noqa: E402
+from icesink.job.session import build_session  # noqa: E402
 
 CATALOG = "icesink"
 

@@ -5,7 +5,7 @@
 Needs the local stack (the real Schema Registry). Values are produced by confluent-kafka's
 AvroSerializer (~200 bytes, 18 fields with logical types), stored once as Parquet, then decoded
 in Spark local[2] by each approach in its own process, end to end into Spark's `noop` sink:
-  icesink    from_avro per writer schema after the Confluent header (src/icesink/decode/avro.py)
+  icesink    from_avro per writer schema after the Confluent header (src/icesink/batch/decode/avro.py)
   pandas_udf seed 000: a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None) per row
 It prints records/s per run, the median, the peak memory (RSS of the whole process tree: driver
 JVM and Python workers) and the ratio.
@@ -130,9 +130,9 @@ def kafka_like(spark: Any, path: Path) -> Any:
 def run_icesink(spark: Any, path: Path) -> Any:
     from pyspark.sql import functions as F
 
-    from icesink.decode import bad_records, good_rows
-    from icesink.decode.avro import AvroDecoder
-    from icesink.registry import RegistrySettings, registry_for
+    from icesink.batch.decode import bad_records, good_rows
+    from icesink.batch.decode.avro import AvroDecoder
+    from icesink.kafka.registry import RegistrySettings, registry_for
 
     records = kafka_like(spark, path).cache()
     records.count()
@@ -160,8 +160,8 @@ def run_pandas_udf(spark: Any, path: Path) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
 
-    from icesink.decode.avro import AvroDecoder
-    from icesink.registry import RegistrySettings, registry_for
+    from icesink.batch.decode.avro import AvroDecoder
+    from icesink.kafka.registry import RegistrySettings, registry_for
 
     records = kafka_like(spark, path).cache()
     records.count()

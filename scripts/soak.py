@@ -38,8 +38,8 @@ from tests.integration import oracle  # noqa: E402
 from tests.integration.helpers import Scenario, create_topics  # noqa: E402
 from tests.integration.oracle import JSON_POISON, Ledger  # noqa: E402
 
-from icesink import faults  # noqa: E402
-from icesink.session import build_session  # noqa: E402
+from icesink.job.session import build_session  # noqa: E402
+from icesink.runtime import faults  # noqa: E402
 
 HOOKS = ("after-commit", "after-dead-letters", "mid-write", "executor-write")
 

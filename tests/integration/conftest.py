@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 import pytest
 from pyspark.sql import SparkSession
 
-from icesink.session import build_session
+from icesink.job.session import build_session
 from tests.conftest import CATALOG_URI, KAFKA, S3_ENDPOINT
 from tests.integration.helpers import Scenario
 

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient, topic_subject_name_strategy
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
 from icesink.config import Config, parse_config
+from icesink.model import TopicPartition
 from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,15 +131,15 @@ def produce_keyed(topic: str, records: Iterable[tuple[bytes | None, bytes | None
     assert producer.flush(60) == 0, f"records to {topic} not delivered"
 
 
-def end_offsets(*topics: str) -> dict[codec.TopicPartition, int]:
+def end_offsets(*topics: str) -> dict[TopicPartition, int]:
     consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"probe-{uuid.uuid4().hex}"})
     try:
         out = {}
         for topic in topics:
             meta = consumer.list_topics(topic, timeout=10).topics[topic]
             for p in meta.partitions:
-                _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-                out[codec.TopicPartition(topic, p)] = high
+                _, high = consumer.get_watermark_offsets(KafkaTP(topic, p), timeout=10)
+                out[TopicPartition(topic, p)] = high
         return out
     finally:
         consumer.close()

@@ -26,7 +26,8 @@ from confluent_kafka import Producer
 from pyarrow import fs as pafs
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.model import TopicPartition
 from tests.conftest import KAFKA, S3_ENDPOINT
 from tests.integration.helpers import SERDE_CONF, end_offsets, registry_client, snapshots
 
@@ -169,13 +170,13 @@ def data_files_in_storage(spark: SparkSession, table: str) -> set[str]:
     return {f"s3://{i.path}" for i in listed if i.type == pafs.FileType.File and i.path.endswith(".parquet")}
 
 
-def checkpoint_end_offsets(checkpoint: Path) -> tuple[int, dict[codec.TopicPartition, int], bool]:
+def checkpoint_end_offsets(checkpoint: Path) -> tuple[int, dict[TopicPartition, int], bool]:
     """Spark's newest planned batch: its id, its end offsets, and whether its commit log exists."""
     batches = sorted(int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit())
     assert batches, f"no batch in {checkpoint}"
     last = batches[-1]
     source = json.loads((checkpoint / "offsets" / str(last)).read_text().splitlines()[-1])
-    ends = {codec.TopicPartition(t, int(p)): o for t, parts in source.items() for p, o in parts.items()}
+    ends = {TopicPartition(t, int(p)): o for t, parts in source.items() for p, o in parts.items()}
     return last, ends, (checkpoint / "commits" / str(last)).exists()
 
 

@@ -16,9 +16,9 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
 from icesink.errors import RegistryUnavailableError
-from icesink.job import Job
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
 from tests.conftest import REGISTRY_URL
 from tests.integration.helpers import (
     SERDE_CONF,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from icesink import faults
-from icesink import offsets as codec
-from icesink.iceberg import IcebergCatalog
-from icesink.job import Job
-from icesink.routing import TableRef
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.iceberg.tables import IcebergCatalog
+from icesink.job.query import Job
+from icesink.model import TableRef, TopicPartition
+from icesink.runtime import faults
 from tests.integration.change_stream import Change, oracle, random_changes
 from tests.integration.helpers import (
     CATALOG,
@@ -72,7 +72,7 @@ def big_stream(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
         (json.dumps({"id": 1}).encode(), json.dumps({"id": 1, "v": 2, "op": "X"}).encode(), 0),
         (None, None, 0),  # a tombstone without a key
     ]
-    first_bad = end_offsets(topic)[codec.TopicPartition(topic, 0)]
+    first_bad = end_offsets(topic)[TopicPartition(topic, 0)]
     produce_keyed(topic, bad)
     config = scenario.config(
         **cdc_config(**{"tables.partition_by": ["bucket(4, id)"], "kafka.max_offsets_per_trigger": 25_000})

@@ -8,8 +8,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
-from icesink.job import Job
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
 from tests.conftest import REGISTRY_URL
 from tests.integration import connect_events as ce
 from tests.integration.helpers import Scenario, create_topics, end_offsets, produce, produce_keyed, snapshots

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
-from icesink.job import Job
-from icesink.routing import route
+from icesink.batch.route_rules import route
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
 from tests.integration.debezium_stack import delete_connector, pg_exec, pg_query, register_postgres_connector
 from tests.integration.helpers import Scenario, end_offsets, snapshots, table_exists
 from tests.integration.trino_client import trino_rows

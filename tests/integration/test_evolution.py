@@ -12,7 +12,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from icesink.errors import SchemaConflictError
-from icesink.job import Job
+from icesink.job.query import Job
 from tests.integration.helpers import Scenario, create_topics, produce, snapshots, table_exists
 from tests.integration.test_avro import avro_config, avro_values
 

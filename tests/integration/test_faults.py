@@ -4,7 +4,7 @@ dead-letter table every poison record once, the offsets reach the topics' ends, 
 agrees (or trails by the one batch a crash left), and every file the table references exists.
 
 The job runs as users run it: `icesink run` in its own process, faults injected through the
-environment-gated hooks of `icesink.faults`, by stopping services of the stack, or by a proxy.
+environment-gated hooks of `icesink.runtime.faults`, by stopping services of the stack, or by a proxy.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
-from icesink import faults
-from icesink import offsets as codec
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.runtime import faults
 from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL
 from tests.integration import oracle
 from tests.integration.catalog_proxy import CatalogProxy

@@ -17,9 +17,11 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTP
 from pyspark.sql import SparkSession
 
-from icesink import checkpoints, faults
-from icesink import offsets as codec
-from icesink.job import Job
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
+from icesink.model import TopicPartition
+from icesink.ops import checkpoints
+from icesink.runtime import faults
 from tests.conftest import KAFKA
 from tests.integration.change_stream import Change, oracle, random_changes
 from tests.integration.helpers import (
@@ -211,7 +213,7 @@ def test_a_rewind_needs_the_flag_and_leaves_an_audit_record(
     done = cli("offsets", "reset", "-c", config, "--to-earliest", "--rewind", "--table", f"{scenario.prefix}_audits")
     assert done.returncode == 0, done.stderr
     last = snapshots(spark, table)[-1]["summary"]
-    assert codec.decode(last[codec.OFFSETS_KEY]) == {codec.TopicPartition(topic, 0): 0}
+    assert codec.decode(last[codec.OFFSETS_KEY]) == {TopicPartition(topic, 0): 0}
     audit = json.loads(last["icesink.rewind"])
     assert (audit["mode"], audit["from"], audit["to"]) == ("earliest", {f"{topic}[0]": 20}, {f"{topic}[0]": 0})
     assert spark.sql(f"SELECT count(*) FROM {table}").first()[0] == 20, "the audit snapshot changes no rows"

@@ -7,8 +7,9 @@ import shutil
 
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
-from icesink.job import Job
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
+from icesink.model import TopicPartition
 from tests.integration.helpers import (
     SERDE_CONF,
     Scenario,
@@ -65,7 +66,7 @@ def test_one_snapshot_per_batch_with_the_consumed_offsets(spark: SparkSession, s
     batch_ids = [int(s["summary"][codec.BATCH_ID_KEY]) for s in snaps]
     assert batch_ids == sorted(set(batch_ids)), "one snapshot per batch, in batch order"
     assert {s["summary"][codec.QUERY_ID_KEY] for s in snaps} == {str(job._query.id)}  # type: ignore[union-attr]
-    previous: dict[codec.TopicPartition, int] = {}
+    previous: dict[TopicPartition, int] = {}
     for s in snaps:
         offsets = codec.decode(s["summary"][codec.OFFSETS_KEY])
         advanced = sum(off - previous.get(tp, 0) for tp, off in offsets.items())

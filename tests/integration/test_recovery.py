@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icesink import faults
-from icesink import offsets as codec
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.runtime import faults
 from tests.integration.helpers import (
     Scenario,
     create_topics,

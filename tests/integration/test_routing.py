@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from icesink.job import Job
+from icesink.job.query import Job
 from tests.integration.helpers import CATALOG, Scenario, create_topics, produce, table_exists
 
 

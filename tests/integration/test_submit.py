@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from icesink import offsets as codec
+from icesink.iceberg import snapshot_offsets as codec
 from tests.integration.helpers import REPO, Scenario, create_topics, end_offsets, produce, snapshots
 
 pytestmark = pytest.mark.slow

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from icesink.batch import write_failed
+from icesink.batch.handler import write_failed
+from icesink.batch.plan import plan_table
 from icesink.errors import WriteError
-from icesink.offsets import TopicPartition as TP
-from icesink.planning import PartitionRange, plan_table
-from icesink.routing import TableRef
+from icesink.model import PartitionRange, TableRef
+from icesink.model import TopicPartition as TP
 
 T = TableRef("ns", "accounts")
 

@@ -12,7 +12,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from icesink.changes import resolve_keys
+from icesink.batch.changes import resolve_keys
 from icesink.errors import ConfigError
 
 ROW = StructType(

@@ -3,13 +3,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from icesink.config import Config
-from icesink.config_reference import END, START, render
+from icesink.config.reference import END, START, render
 
 
 def test_readme_carries_the_generated_config_reference() -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme[readme.index(START) : readme.index(END) + len(END)]
-    assert block == render(), "README's config reference is stale: python -m icesink.config_reference"
+    assert block == render(), "README's config reference is stale: python -m icesink.config.reference"
 
 
 def test_every_leaf_key_is_documented() -> None:

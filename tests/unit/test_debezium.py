@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from icesink.decode.debezium import EnvelopeError, EnvelopeSpec, envelope_parse_type, payload_type, row_type
+from icesink.batch.decode.debezium import EnvelopeError, EnvelopeSpec, envelope_parse_type, payload_type, row_type
 
 
 def s(*fields: tuple[str, object]) -> StructType:

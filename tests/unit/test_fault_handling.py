@@ -3,8 +3,7 @@ the check that finds a recreated topic."""
 
 from __future__ import annotations
 
-from icesink import commit_guard, retries
-from icesink import offsets as codec
+from icesink.batch.plan import log_behind_table
 from icesink.errors import (
     CommitError,
     CommitOutcomeUnknownError,
@@ -12,8 +11,10 @@ from icesink.errors import (
     RegistryUnavailableError,
     SchemaConflictError,
 )
-from icesink.offsets import TopicPartition
-from icesink.planning import log_behind_table
+from icesink.iceberg import fence as commit_guard
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.model import TopicPartition
+from icesink.runtime import retries
 
 TP0, TP1 = TopicPartition("events.20240101", 0), TopicPartition("events.20240101", 1)
 

@@ -13,9 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
-from icesink import table_state
-from icesink.routing import TableRef
-from icesink.table_state import (
+from icesink.iceberg import pyiceberg as table_state
+from icesink.iceberg.live_rows import (
     DATA,
     EQUALITY_DELETES,
     FILE_PATH_ID,
@@ -26,6 +25,7 @@ from icesink.table_state import (
     live_rows,
     read_columns,
 )
+from icesink.model import TableRef
 
 ID, NAME, REGION = 1, 2, 3  # field ids
 

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from icesink import offsets as codec
 from icesink.errors import OffsetsError
-from icesink.offsets import TopicPartition as TP
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.model import TopicPartition as TP
+from icesink.model import advance
 
 
 def test_round_trip_is_deterministic() -> None:
@@ -42,7 +43,7 @@ def test_latest_offsets_walks_past_snapshots_without_offsets() -> None:
 
 def test_advance_never_moves_backwards_and_keeps_other_partitions() -> None:
     committed = {TP("t", 0): 100, TP("t", 1): 5}
-    assert codec.advance(committed, {TP("t", 0): 90, TP("u", 0): 3}) == {
+    assert advance(committed, {TP("t", 0): 90, TP("u", 0): 3}) == {
         TP("t", 0): 100,
         TP("t", 1): 5,
         TP("u", 0): 3,

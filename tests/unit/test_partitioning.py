@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from icesink.partitioning import PartitionField, check_within_keys, from_iceberg, parse_partition_field
+from icesink.schema.partitioning import PartitionField, check_within_keys, from_iceberg, parse_partition_field
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from icesink.offsets import TopicPartition as TP
-from icesink.planning import PartitionRange, plan_table
-from icesink.routing import TableRef
+from icesink.batch.plan import plan_table
+from icesink.model import PartitionRange, TableRef
+from icesink.model import TopicPartition as TP
 
 T = TableRef("ns", "events")
 

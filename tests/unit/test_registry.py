@@ -12,7 +12,7 @@ from typing import ClassVar
 import pytest
 
 from icesink.errors import IcesinkError, RegistryUnavailableError, SchemaNotFoundError
-from icesink.registry import RegistrySettings, SchemaRegistry
+from icesink.kafka.registry import RegistrySettings, SchemaRegistry
 
 SCHEMA = '{"type": "record", "name": "R", "fields": []}'
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from icesink.offsets import TopicPartition as TP
-from icesink.reports import offset_rows, status_rows, text_table
-from icesink.routing import TableRef
-from icesink.table_state import TableState
+from icesink.iceberg.pyiceberg import TableState
+from icesink.model import TableRef
+from icesink.model import TopicPartition as TP
+from icesink.ops.reports import offset_rows, status_rows, text_table
 
 AT = dt.datetime(2026, 11, 26, 1, 2, 3, tzinfo=dt.UTC)
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import json
 
-from icesink.offsets import TopicPartition as TP
-from icesink.reset_plan import Mode, complete, parse_spark_json, plan_reset, refuse_rewinds
-from icesink.routing import TableRef
+from icesink.model import TableRef
+from icesink.model import TopicPartition as TP
+from icesink.ops.reset import Mode, complete, parse_spark_json, plan_reset, refuse_rewinds
 
 A, B, DLQ = TableRef("ns", "a"), TableRef("ns", "b"), TableRef("ns", "dead_letters")
 MARKS = {TP("t", 0): (0, 100), TP("t", 1): (50, 80), TP("new", 0): (0, 7)}

@@ -13,7 +13,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from icesink.schema_diff import (
+from icesink.schema.evolution import (
     CORRUPT_COLUMN,
     added_columns,
     conflicts,

@@ -4,7 +4,7 @@ import json
 
 from pyspark.sql.types import DateType, IntegerType, LongType, StringType, StructField, StructType, TimestampNTZType
 
-from icesink.decode.semantic import converted_type, semantic_paths
+from icesink.batch.decode.semantic import converted_type, semantic_paths
 
 VALUE = {
     "type": "record",

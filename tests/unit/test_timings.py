@@ -1,9 +1,9 @@
-from icesink.timings import BatchTimings
+from icesink.runtime.timings import BatchTimings
 
 
 def test_laps_charge_the_time_since_the_previous_one_and_add_up(monkeypatch):
     clock = iter([10.0, 10.0, 11.5, 11.75, 13.0, 14.0])
-    monkeypatch.setattr("icesink.timings.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("icesink.runtime.timings.time.monotonic", lambda: next(clock))
     t = BatchTimings(7)
     t.lap("read")
     t.lap("plan")

@@ -5,7 +5,8 @@ import uuid
 
 import pytest
 
-from icesink import avro_schema, wire
+from icesink.kafka import wire
+from icesink.schema import avro as avro_schema
 
 
 def test_reader_schema_gets_a_defaulted_sentinel_once() -> None:

@@ -10,7 +10,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from icesink.writer import StorageSettings, WriteTask, descriptor_batches, write_files
+from icesink.batch.files import StorageSettings, WriteTask, descriptor_batches, write_files
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -139,7 +139,7 @@ def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch
     import zipfile
     import zipimport
 
-    from icesink import writer
+    from icesink.batch import files as writer
 
     archive = tmp_path / "code.zip"
     with zipfile.ZipFile(archive, "w") as z:
@@ -174,7 +174,7 @@ def spark_rows(ids: list[int | None], names: list[str | None]) -> pa.Table:
 def test_cast_names_the_table_and_column_when_a_required_column_has_nulls() -> None:
     import pytest
 
-    from icesink.writer import RequiredColumnError, _cast
+    from icesink.batch.files import RequiredColumnError, _cast
 
     rows = spark_rows([1, None, None], ["a", "b", None])
     with pytest.raises(RequiredColumnError, match=r"^table ns\.t: 2 row\(s\) have no value for required column id "):
@@ -183,7 +183,7 @@ def test_cast_names_the_table_and_column_when_a_required_column_has_nulls() -> N
 
 
 def test_cast_takes_the_tables_names_types_and_field_ids() -> None:
-    from icesink.writer import _cast
+    from icesink.batch.files import _cast
 
     out = _cast(spark_rows([1, 2, 3], ["a", None, "c"]), REQUIRED, "ns.t")  # nulls in a nullable column are fine
     assert out.schema == REQUIRED
@@ -196,7 +196,7 @@ def test_cast_takes_the_tables_names_types_and_field_ids() -> None:
 def test_a_null_key_fails_the_write_naming_the_table(tmp_path: Path) -> None:
     import pytest
 
-    from icesink.writer import RequiredColumnError
+    from icesink.batch.files import RequiredColumnError
 
     # A changelog table: every key goes to the equality-delete file, whose key column is required.
     t = WriteTask(

@@ -1,0 +1,132 @@
+"""Which records of a batch each table takes, by the routing rules (routing.Router).
+
+Topics routed to fixed tables need nothing per record. Topics routed by a field are decoded once
+to read that field (the decoder's own schema for the batch), and each record goes to the tables
+its value names: static values, or the value itself as a table name (dynamic). A record no table
+takes is a dead letter (stage `route`), or skipped if the rule says so; a record that does not
+decode is always a dead letter. Spark expressions plus one small collect per field-routed topic.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from icesink.batch.decode import ERROR, ERROR_TYPE, error
+from icesink.batch.route_rules import Route, Router, dynamic_table
+from icesink.config import UnknownTables, Unmatched
+from icesink.model import PartitionRange, TableRef
+
+ROUTE = "__icesink_route"  # the routing field's value, as a string
+ROUTE_ERROR = "__icesink_route_error"  # the record's decode error in the routing pass
+
+
+@dataclass
+class Targets:
+    source: DataFrame  # the batch's records (with ROUTE for field-routed topics)
+    ranges: dict[TableRef, list[PartitionRange]] = field(default_factory=dict)
+    conditions: dict[TableRef, Column] = field(default_factory=dict)  # which records of `source` each table takes
+    unrouted: list[tuple[str, DataFrame]] = field(default_factory=list)  # (topic, records with ERROR) to dead-letter
+    persisted: list[DataFrame] = field(default_factory=list)
+
+
+def route_batch(
+    batch: DataFrame,
+    ranges: list[PartitionRange],
+    router: Router,
+    read_field: Callable[[DataFrame, str], DataFrame],
+    exists: Callable[[TableRef], bool],
+    reserved: TableRef,
+) -> Targets:
+    """`read_field(records, field)` returns the records with ROUTE and ROUTE_ERROR columns."""
+    by_topic: dict[str, list[PartitionRange]] = defaultdict(list)
+    for r in ranges:
+        by_topic[r.tp.topic].append(r)
+    parts: dict[TableRef, list[Column]] = defaultdict(list)
+    table_ranges: dict[TableRef, list[PartitionRange]] = defaultdict(list)
+    frames: list[DataFrame] = []
+    fixed = sorted(t for t in by_topic if router.route(t).field is None)
+    if fixed:
+        frames.append(
+            batch.where(F.col("topic").isin(fixed))
+            .withColumn(ROUTE, F.lit(None).cast(StringType()))
+            .withColumn(ROUTE_ERROR, F.lit(None).cast(ERROR_TYPE))
+        )
+    targets = Targets(source=batch)
+    for topic in fixed:
+        for ref in router.route(topic).tables:
+            parts[ref].append(F.col("topic") == topic)
+            table_ranges[ref].extend(by_topic[topic])
+    for topic in sorted(set(by_topic) - set(fixed)):
+        route = router.route(topic)
+        assert route.field is not None
+        routed = read_field(batch.where(F.col("topic") == topic), route.field)
+        routed = routed.persist()
+        targets.persisted.append(routed)
+        frames.append(routed)
+        values = [r[0] for r in routed.where(F.col(ROUTE_ERROR).isNull()).select(ROUTE).distinct().collect()]
+        taken: dict[TableRef, list[str]] = defaultdict(list)
+        refused: dict[str, tuple[str, str]] = {}
+        for v in values:
+            if v is None:
+                continue
+            for target, why in _targets(route, v, exists, reserved):
+                if target is not None:
+                    taken[target].append(v)
+                elif why is not None:
+                    refused[v] = why
+        for ref, vs in taken.items():
+            parts[ref].append((F.col("topic") == topic) & F.col(ROUTE).isin(vs))
+            table_ranges[ref].extend(by_topic[topic])
+        accepted = sorted({v for vs in taken.values() for v in vs})
+        targets.unrouted.append((topic, _unrouted(routed, route, accepted, refused)))
+    targets.source = reduce(lambda a, b: a.unionByName(b), frames) if frames else batch
+    targets.ranges = dict(table_ranges)
+    targets.conditions = {ref: reduce(lambda a, b: a | b, cs) for ref, cs in parts.items()}
+    return targets
+
+
+def _targets(
+    route: Route, value: str, exists: Callable[[TableRef], bool], reserved: TableRef
+) -> list[tuple[TableRef | None, tuple[str, str] | None]]:
+    """(table, None) for each table a value routes to, or (None, (error class, message)) if none."""
+    if not route.dynamic:
+        refs = route.static_targets(value)
+        if refs:
+            return [(ref, None) for ref in refs]
+        return [(None, ("Unrouted", f"field {route.field} = {value!r} matches none of the rule's values"))]
+    name = dynamic_table(value)
+    assert route.dynamic_namespace is not None
+    if name is None:
+        return [(None, ("InvalidTableName", f"field {route.field} = {value!r} is not a valid table name"))]
+    ref = TableRef(route.dynamic_namespace, name)
+    if ref == reserved:
+        return [(None, ("InvalidTableName", f"field {route.field} names the dead-letter table {ref}"))]
+    if route.unknown_tables is UnknownTables.DEAD_LETTER and not exists(ref):
+        return [(None, ("UnknownTable", f"table {ref} does not exist (routing unknown_tables: dead-letter)"))]
+    return [(ref, None)]
+
+
+def _unrouted(routed: DataFrame, route: Route, accepted: list[str], refused: dict[str, tuple[str, str]]) -> DataFrame:
+    """The records of a field-routed topic no table takes, with ERROR set; decode errors always,
+    unmatched values unless the rule skips them."""
+    value = F.col(ROUTE)
+    reason = F.when(F.col(ROUTE_ERROR).isNotNull(), F.col(ROUTE_ERROR))
+    if route.unmatched is Unmatched.DEAD_LETTER:
+        reason = reason.when(value.isNull(), error("route", "Unrouted", f"no value in field {route.field}"))
+        for v, (cls, message) in refused.items():
+            reason = reason.when(value == v, error("route", cls, message))
+        kept = F.col(ROUTE_ERROR).isNotNull() | value.isNull() | ~value.isin(accepted)
+    else:
+        kept = F.col(ROUTE_ERROR).isNotNull()
+    return (
+        routed.where(kept)
+        .withColumn(ERROR, reason.otherwise(F.lit(None).cast(ERROR_TYPE)))
+        .where(F.col(ERROR).isNotNull())
+    )

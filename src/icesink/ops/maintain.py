@@ -1,0 +1,122 @@
+"""Table maintenance that never breaks exactly-once: compaction, snapshot expiry, orphan removal.
+
+Runs Iceberg's Spark procedures, safe next to a running job:
+- compaction (`rewrite_data_files`, `delete-file-threshold` 1, dangling deletes removed) commits
+  with the starting sequence number, so equality deletes the job commits meanwhile still apply to
+  the rewritten rows; a conflict (the job touched the same files) is retried on fresh metadata.
+  Its snapshot carries no offsets; the job and `offsets show` read the newest one that does.
+- expiry never removes the newest offset-bearing snapshot, nor anything newer;
+- orphan removal only takes files older than a safe age (files of a batch being written now are
+  young, and the job commits them within one batch).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from icesink.errors import IcesinkError
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.model import TableRef
+
+log = logging.getLogger(__name__)
+_CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "Cannot commit", "conflict")
+
+
+@dataclass(frozen=True)
+class MaintenanceResult:
+    table: str
+    rewritten_data_files: int
+    added_data_files: int
+    removed_delete_files: int
+    expired_snapshots: int
+    orphan_files: int
+    attempts: int
+    seconds: float
+
+
+def _ts(t: dt.datetime) -> str:
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def _offset_snapshot_time(spark: SparkSession, name: str) -> dt.datetime | None:
+    """Commit time of the newest snapshot on the current branch that carries offsets."""
+    rows = spark.sql(
+        f"SELECT h.made_current_at, s.summary FROM {name}.history h JOIN {name}.snapshots s "
+        "ON h.snapshot_id = s.snapshot_id WHERE h.is_current_ancestor ORDER BY h.made_current_at DESC"
+    ).collect()
+    for r in rows:
+        if r.summary and codec.OFFSETS_KEY in r.summary:
+            t: dt.datetime = r.made_current_at
+            return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
+    return None
+
+
+def maintain_table(
+    spark: SparkSession,
+    catalog: str,
+    ref: TableRef,
+    expire_after: dt.timedelta,
+    orphans_after: dt.timedelta,
+    attempts: int = 5,
+) -> MaintenanceResult:
+    started = time.monotonic()
+    name = ref.qualified(catalog)
+    ident = name  # catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first
+    options = (
+        "map('delete-file-threshold', '1', 'min-input-files', '2', "
+        "'remove-dangling-deletes', 'true', 'partial-progress.enabled', 'false')"
+    )
+    rewrite: Any = None
+    for attempt in range(1, attempts + 1):
+        try:
+            rewrite = spark.sql(
+                f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})"
+            ).first()
+            break
+        except Exception as e:
+            if attempt == attempts or not any(m in str(e) for m in _CONFLICT_MARKERS):
+                raise IcesinkError(f"table {ref}: compaction failed: {str(e).splitlines()[0]}") from None
+            log.info(
+                "table %s: compaction conflicted with a concurrent commit, retrying (%d/%d)", ref, attempt, attempts
+            )
+            time.sleep(min(2.0 * attempt, 10.0))
+    now = dt.datetime.now(dt.UTC)
+    older_than = now - expire_after
+    keep_from = _offset_snapshot_time(spark, name)
+    if keep_from is not None and keep_from < older_than:
+        older_than = keep_from  # the newest offset-bearing snapshot and all after it stay
+    expired_row = spark.sql(
+        f"CALL {catalog}.system.expire_snapshots(table => '{ident}', older_than => TIMESTAMP '{_ts(older_than)}', "
+        "retain_last => 1)"
+    ).first()
+    expired = expired_row.asDict() if expired_row is not None else {}
+    orphans = spark.sql(
+        f"CALL {catalog}.system.remove_orphan_files(table => '{ident}', "
+        # prefix_listing: list through the table's FileIO (S3FileIO), not a Hadoop file system.
+        f"older_than => TIMESTAMP '{_ts(now - orphans_after)}', prefix_listing => true)"
+    ).collect()
+    return MaintenanceResult(
+        table=str(ref),
+        rewritten_data_files=int(rewrite.rewritten_data_files_count) if rewrite else 0,
+        added_data_files=int(rewrite.added_data_files_count) if rewrite else 0,
+        removed_delete_files=int(getattr(rewrite, "removed_delete_files_count", 0) or 0) if rewrite else 0,
+        # One manifest list per snapshot.
+        expired_snapshots=int(expired.get("deleted_manifest_lists_count") or 0),
+        orphan_files=len(orphans),
+        attempts=attempt,
+        seconds=time.monotonic() - started,
+    )
+
+
+def parse_age(text: str) -> dt.timedelta:
+    """`90m`, `12h`, `3d` -> timedelta."""
+    units = {"m": "minutes", "h": "hours", "d": "days"}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise IcesinkError(f"{text!r} is not an age such as 90m, 12h or 3d")
+    return dt.timedelta(**{units[text[-1]]: int(text[:-1])})

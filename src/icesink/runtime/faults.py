@@ -1,0 +1,83 @@
+"""Fault injection for the fault-injection tests. Inert unless its environment variables are set;
+test code sets them, the README's config reference does not list them.
+
+ICESINK_FAULT_INJECT=<point>:<batch id> kills the job with SIGKILL at that point of that batch,
+the worst moments for exactly-once:
+  after-commit        every table is committed, Spark has not written its commit log;
+  after-dead-letters  the dead-letter table is committed, the data tables are not;
+  mid-write           some tables' files are written, others not, nothing is committed;
+  executor-write      a Python worker dies after writing its files, before reporting them
+                      (only the worker is killed: Spark fails the task, and the batch).
+The driver kills its JVM first, then itself, as a machine loss would. With
+ICESINK_FAULT_ONCE=<path>, a kill happens only while <path> does not exist and creates it, so a
+restarted job (or Spark's retry of the task) runs on.
+
+ICESINK_FAULT_PAUSE=<point>:<batch id> with ICESINK_FAULT_PAUSE_FILE=<path> stops the job at
+that point: it creates `<path>.reached` and waits until `<path>` exists (at most 10 minutes), so a
+test can commit from another process in the window between planning and committing:
+  before-table-commit  a table's offsets were checked, its snapshot is not yet committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from icesink.iceberg.jvm import jvm
+
+ENV = "ICESINK_FAULT_INJECT"
+ONCE_ENV = "ICESINK_FAULT_ONCE"
+PAUSE_ENV = "ICESINK_FAULT_PAUSE"
+PAUSE_FILE_ENV = "ICESINK_FAULT_PAUSE_FILE"
+_PAUSE_LIMIT_S = 600
+log = logging.getLogger(__name__)
+
+
+def _armed(env: str, point: str, batch_id: int) -> bool:
+    spec = os.environ.get(env, "")
+    name, _, at = spec.partition(":")
+    return name == point and at.strip() == str(batch_id)
+
+
+def armed(point: str, batch_id: int) -> bool:
+    if not _armed(ENV, point, batch_id):
+        return False
+    once = os.environ.get(ONCE_ENV)
+    if not once:
+        return True
+    try:
+        Path(once).touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
+
+
+def maybe_kill(point: str, batch_id: int, spark: SparkSession) -> None:
+    if not armed(point, batch_id):
+        return
+    log.warning("fault injection: SIGKILL at %s of batch %d", point, batch_id)
+    jvm_pid = int(jvm(spark).java.lang.ProcessHandle.current().pid())
+    os.kill(jvm_pid, signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_kill_worker(point: str, batch_id: int) -> None:
+    """In a Python worker: kill only this process."""
+    if armed(point, batch_id):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_pause(point: str, batch_id: int) -> None:
+    if not _armed(PAUSE_ENV, point, batch_id):
+        return
+    release = Path(os.environ[PAUSE_FILE_ENV])
+    log.warning("fault injection: paused at %s of batch %d until %s exists", point, batch_id, release)
+    Path(f"{release}.reached").touch()
+    deadline = time.monotonic() + _PAUSE_LIMIT_S
+    while not release.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
