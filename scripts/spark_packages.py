@@ -1,4 +1,4 @@
-"""Prints the Maven coordinates of scripts/maven/spark.xml (the jars the job needs), comma-separated,
+"""Prints the Maven coordinates of dev/maven/spark.xml (the jars the job needs), comma-separated,
 for spark-submit --packages. The one list: the local stack resolves the same file with Maven.
 
   python scripts/spark_packages.py [path/to/spark.xml]
@@ -25,5 +25,5 @@ def coordinates(pom: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    default = Path(__file__).resolve().parent / "maven" / "spark.xml"
+    default = Path(__file__).resolve().parents[1] / "dev" / "maven" / "spark.xml"
     print(",".join(coordinates(Path(sys.argv[1]) if len(sys.argv) > 1 else default)))

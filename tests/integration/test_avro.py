@@ -12,23 +12,17 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql import SparkSession
 
+from dev.kit.endpoints import REGISTRY_URL
+from dev.kit.kafka import create_topics, end_offsets, produce
+from dev.kit.scenario import Scenario
 from icesink.errors import RegistryUnavailableError
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
-from tests.conftest import REGISTRY_URL
-from tests.integration.helpers import (
-    SERDE_CONF,
-    Scenario,
-    create_topics,
-    end_offsets,
-    produce,
-    registry_client,
-    snapshots,
-)
+from tests.support.spark import snapshots
+from tests.support.values import avro_config, avro_values, serializer
 
 V1 = {
     "type": "record",
@@ -80,20 +74,6 @@ def payment(i: int, v2: bool) -> dict[str, Any]:
         p["note"] = f"note{i}" if i % 2 else None
         p["card"] = {"brand": "visa", "last4": 1000 + i} if i % 3 else None
     return p
-
-
-def serializer(schema: dict[str, Any]) -> AvroSerializer:
-    return AvroSerializer(registry_client(), json.dumps(schema), conf=SERDE_CONF)
-
-
-def avro_values(topic: str, schema: dict[str, Any], items: list[dict[str, Any]]) -> list[bytes]:
-    ser = serializer(schema)
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    return [ser(item, ctx) for item in items]
-
-
-def avro_config(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
-    return {"decode.format": "avro", "decode.registry": {"url": REGISTRY_URL}, **overrides}
 
 
 def run_job(spark: SparkSession, scenario: Scenario, **overrides: Any) -> Job:
@@ -215,7 +195,7 @@ def test_unreachable_registry_fails_the_batch_then_it_resumes(spark: SparkSessio
 def test_avro_keys_are_decoded_into_the_key_column(spark: SparkSession, scenario: Scenario) -> None:
     from confluent_kafka import Producer
 
-    from tests.conftest import KAFKA
+    from dev.kit.endpoints import KAFKA
 
     topic = scenario.topic("accounts")
     create_topics(topic, partitions=1)
@@ -244,7 +224,7 @@ def test_schema_ids_in_record_headers(spark: SparkSession, scenario: Scenario) -
 
     from confluent_kafka import Producer
 
-    from tests.conftest import KAFKA
+    from dev.kit.endpoints import KAFKA
 
     topic = scenario.topic("transfers")
     create_topics(topic, partitions=1)

@@ -6,47 +6,24 @@ import json
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
+from dev.kit.changes import Change, oracle, random_changes
+from dev.kit.kafka import create_topics, end_offsets, produce_keyed
+from dev.kit.scenario import CATALOG, Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.job.query import Job
 from icesink.model import TableRef, TopicPartition
 from icesink.runtime import faults
-from tests.integration.change_stream import Change, oracle, random_changes
-from tests.integration.helpers import (
-    CATALOG,
-    Scenario,
-    create_topics,
-    end_offsets,
-    produce_keyed,
-    run_cli,
-    snapshots,
-)
-from tests.integration.trino_client import trino_reachable, trino_rows
+from tests.support.cli import run_cli
+from tests.support.spark import snapshots
+from tests.support.trino import trino_reachable, trino_rows
+from tests.support.values import cdc_config, records, table_state
 
 PARTITIONS = 3
-
-
-def cdc_config(**more: Any) -> dict[str, Any]:
-    return {
-        "decode.key_format": "json",
-        "decode.operation_column": "op",
-        "tables.mode": "changelog",
-        **more,
-    }
-
-
-def records(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
-    return [(c.kafka_key(), c.kafka_value(), c.partition) for c in changes]
-
-
-def table_state(spark: SparkSession, table: str) -> tuple[dict[int, int], int]:
-    rows = spark.sql(f"SELECT id, v FROM {table}").collect()
-    return {r.id: r.v for r in rows}, len(rows)
 
 
 @dataclass
@@ -96,7 +73,7 @@ def test_random_change_stream_equals_the_oracle_in_spark_sql(spark: SparkSession
 @pytest.mark.trino
 def test_random_change_stream_equals_the_oracle_in_trino(big_stream: Stream) -> None:
     if not trino_reachable():
-        pytest.fail("Trino is not running: `scripts/stack up --with-trino`", pytrace=False)
+        pytest.fail("Trino is not running: `dev/stack up --with-trino`", pytrace=False)
     _, namespace, name = big_stream.table.split(".")
     rows = trino_rows(f'SELECT id, v FROM iceberg."{namespace}"."{name}"')
     state = dict(rows)

@@ -8,12 +8,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from dev.kit.endpoints import REGISTRY_URL
+from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
+from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
-from tests.conftest import REGISTRY_URL
-from tests.integration import connect_events as ce
-from tests.integration.helpers import Scenario, create_topics, end_offsets, produce, produce_keyed, snapshots
-from tests.integration.test_avro import avro_values
+from tests.support import debezium as ce
+from tests.support.spark import snapshots
+from tests.support.values import avro_values
 
 VALUE = {
     "type": "record",

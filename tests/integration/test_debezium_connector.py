@@ -1,4 +1,4 @@
-"""A real Debezium PostgreSQL connector (`scripts/stack up --with-debezium`) into a changelog table.
+"""A real Debezium PostgreSQL connector (`dev/stack up --with-debezium`) into a changelog table.
 
 PostgreSQL -> Kafka Connect (JsonConverter with schemas, Debezium's defaults unless a test says
 otherwise) -> icesink. After inserts, updates, deletes with tombstones, a re-insert of a deleted
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from decimal import Decimal
@@ -19,12 +18,15 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
+from dev.kit.kafka import end_offsets
+from dev.kit.scenario import Scenario
 from icesink.batch.route_rules import route
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
-from tests.integration.debezium_stack import delete_connector, pg_exec, pg_query, register_postgres_connector
-from tests.integration.helpers import Scenario, end_offsets, snapshots, table_exists
-from tests.integration.trino_client import trino_rows
+from tests.support.debezium import delete_connector, pg_exec, pg_query, register_postgres_connector
+from tests.support.spark import snapshots, table_exists
+from tests.support.trino import trino_rows
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.debezium, pytest.mark.trino]
 
@@ -107,14 +109,14 @@ def until_equal(
 ) -> None:
     """Runs the job (available-now) until the table equals PostgreSQL: Debezium delivers within a
     second or so, so a run may end before the last changes reach Kafka."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    last: dict[str, Any] = {}
+
+    def equal() -> bool:
         run()
-        expect, actual = want(), got()
-        if actual == expect or time.monotonic() > deadline:
-            assert actual == expect
-            return
-        time.sleep(1)
+        last["want"], last["got"] = want(), got()
+        return bool(last["got"] == last["want"])
+
+    wait_until(equal, timeout_s, lambda: f"the table to equal PostgreSQL: {last['got']} != {last['want']}")
 
 
 @pytest.mark.parametrize("decimal_mode", ["precise", "string"])

@@ -3,18 +3,19 @@ case-insensitive and flattened column matching."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
+from dev.kit.kafka import create_topics, produce
+from dev.kit.scenario import Scenario
 from icesink.errors import SchemaConflictError
 from icesink.job.query import Job
-from tests.integration.helpers import Scenario, create_topics, produce, snapshots, table_exists
-from tests.integration.test_avro import avro_config, avro_values
+from tests.support.spark import snapshots, table_exists
+from tests.support.values import avro_config, avro_values
+from tests.support.wait import wait_until
 
 
 def record(name: str, fields: list[dict[str, Any]]) -> dict[str, Any]:
@@ -46,15 +47,6 @@ V3 = record(
 )
 
 
-def wait_for(check: Callable[[], bool], what: str, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def columns(spark: SparkSession, table: str) -> dict[str, str]:
     return {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
 
@@ -79,14 +71,14 @@ def test_avro_v1_v2_v3_across_daily_topics_while_the_job_runs(spark: SparkSessio
         def rows() -> int:
             return spark.sql(f"SELECT count(*) FROM {table}").first()[0] if table_exists(spark, table) else 0
 
-        wait_for(lambda: rows() == 5, "v1 rows")
+        wait_until(lambda: rows() == 5, 180, "v1 rows")
         assert columns(spark, table) == {"id": "int", "n": "int", "user": "struct<name:string>"}
 
         # A new daily topic appears while the job runs, with a new top-level and a new nested field.
         create_topics(days[1], partitions=1)
         v2 = [{"id": i, "n": i, "user": {"name": f"u{i}", "age": 30 + i}, "note": f"n{i}"} for i in range(5, 10)]
         produce(days[1], avro_values(days[1], V2, v2))
-        wait_for(lambda: rows() == 10, "v2 rows from the new daily topic")
+        wait_until(lambda: rows() == 10, 180, "v2 rows from the new daily topic")
         assert columns(spark, table) == {
             "id": "int",
             "n": "int",
@@ -101,7 +93,7 @@ def test_avro_v1_v2_v3_across_daily_topics_while_the_job_runs(spark: SparkSessio
             days[2],
             avro_values(days[2], V3, [{"id": 10, "n": big, "user": {"name": "u10", "age": None}, "note": None}]),
         )
-        wait_for(lambda: rows() == 11, "v3 rows")
+        wait_until(lambda: rows() == 11, 180, "v3 rows")
     finally:
         query.stop()
 

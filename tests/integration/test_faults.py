@@ -22,22 +22,17 @@ from confluent_kafka import TopicPartition as KafkaTP
 from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
 
+from dev.kit import oracle
+from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL
+from dev.kit.kafka import create_topics, end_offsets
+from dev.kit.oracle import JSON_POISON, Ledger
+from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.runtime import faults
-from tests.conftest import CATALOG_URI, KAFKA, REGISTRY_URL
-from tests.integration import oracle
-from tests.integration.catalog_proxy import CatalogProxy
-from tests.integration.helpers import (
-    Scenario,
-    create_topics,
-    end_offsets,
-    run_cli,
-    snapshots,
-    stack,
-    start_cli,
-    table_exists,
-)
-from tests.integration.oracle import JSON_POISON, Ledger
+from tests.support.catalog_proxy import CatalogProxy
+from tests.support.cli import run_cli, stack, start_cli
+from tests.support.spark import snapshots, table_exists
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
 
@@ -48,12 +43,26 @@ def dead_letters(scenario: Scenario) -> str:
     return f"icesink.{scenario.namespace}.dead_letters"
 
 
-def wait_for(path: Path, job: subprocess.Popen[str], log: Path, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert job.poll() is None, f"the job exited ({job.returncode}) before {path.name}:\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, f"{path} not reached:\n{log.read_text()[-3000:]}"
-        time.sleep(0.3)
+def tail(log: Path) -> str:
+    return log.read_text()[-3000:]
+
+
+def while_running(job: subprocess.Popen[str], log: Path, done: Callable[[], bool]) -> Callable[[], bool]:
+    """`done`, failing at once (with the log's tail) when the job exited before it came true."""
+
+    def check() -> bool:
+        if done():
+            return True
+        assert job.poll() is None, f"the job exited ({job.returncode}):\n{tail(log)}"
+        return False
+
+    return check
+
+
+def paused(release: Path, job: subprocess.Popen[str], log: Path) -> None:
+    """Until the job stops at its pause point (the fault hook then writes `{release}.reached`)."""
+    reached = Path(f"{release}.reached")
+    wait_until(while_running(job, log, reached.exists), 300, lambda: f"{reached}:\n{tail(log)}", interval=0.3)
 
 
 def finish(job: subprocess.Popen[str], log: Path, timeout: float = 400) -> str:
@@ -168,7 +177,7 @@ def test_compaction_and_a_foreign_append_between_check_and_commit(
     env, release = pause_env(tmp_path, "before-table-commit", 2)
     log = tmp_path / "job.log"
     job = start_cli(config, log, env)
-    wait_for(Path(f"{release}.reached"), job, log)
+    paused(release, job, log)
     # Between the job's offset check and its commit: a compaction and another writer's append.
     spark.sql(
         f"CALL icesink.system.rewrite_data_files(table => '{table}', options => map('min-input-files', '2'))"
@@ -195,7 +204,7 @@ def test_a_zombie_job_on_the_same_tables_is_fenced(spark: SparkSession, scenario
     env, release = pause_env(tmp_path, "before-table-commit", 0)
     log = tmp_path / "a.log"
     zombie = start_cli(first, log, env)
-    wait_for(Path(f"{release}.reached"), zombie, log)  # planned and checked, about to commit
+    paused(release, zombie, log)  # planned and checked, about to commit
     other = run_cli(second)
     assert other.returncode == 0, other.stderr[-3000:]
     release.touch()
@@ -250,12 +259,13 @@ def test_catalog_or_s3_down_at_commit_time_holds_the_stream(
     env, release = pause_env(tmp_path, "before-table-commit", 0)
     log = tmp_path / "job.log"
     job = start_cli(config, log, env)
-    wait_for(Path(f"{release}.reached"), job, log)
+    paused(release, job, log)
 
     stack("stop", service)
     release.touch()
     if service == "catalog":  # the commit fails at once; the job runs the batch again and again
-        wait_until(lambda: "running it again" in log.read_text(), job, log, timeout=120)
+        retrying = while_running(job, log, lambda: "running it again" in log.read_text())
+        wait_until(retrying, 120, lambda: f"the job to run the batch again:\n{tail(log)}")
     time.sleep(20)  # down for a while (S3's client waits it out inside the commit)
     assert job.poll() is None, f"the job must hold, not end:\n{log.read_text()[-3000:]}"
     assert "batch 0: 100 record(s)" not in log.read_text(), "nothing committed while down"
@@ -280,7 +290,8 @@ def test_registry_down_holds_the_stream(
     stack("stop", "registry")
     log = tmp_path / "job.log"
     job = start_cli(config, log)
-    wait_until(lambda: "running it again" in log.read_text(), job, log, timeout=180)
+    retrying = while_running(job, log, lambda: "running it again" in log.read_text())
+    wait_until(retrying, 180, lambda: f"the job to run the batch again:\n{tail(log)}")
     stack("start", "registry")
     output = finish(job, log)
     assert job.returncode == 0, output[-3000:]
@@ -307,24 +318,17 @@ def test_broker_restart_while_the_job_runs(
     log = tmp_path / "job.log"
     job = start_cli(config, log)
     try:
-        wait_until(lambda: "batch 0:" in log.read_text(), job, log)
+        first_batch = while_running(job, log, lambda: "batch 0:" in log.read_text())
+        wait_until(first_batch, 240, lambda: f"batch 0:\n{tail(log)}")
         stack("stop", "kafka", *(["--kill"] if how == "kill" else []))
         time.sleep(5)
         stack("start", "kafka")
         ledger.good(topic, 100)
-        wait_until(lambda: caught_up(spark, table, topic), job, log)
+        wait_until(while_running(job, log, lambda: caught_up(spark, table, topic)), 240, lambda: tail(log))
     finally:
         job.send_signal(signal.SIGINT)
         finish(job, log, timeout=120)
     oracle.check(spark, ledger, table, [topic])
-
-
-def wait_until(done: Callable[[], bool], job: subprocess.Popen[str], log: Path, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert job.poll() is None, f"the job exited ({job.returncode}):\n{log.read_text()[-3000:]}"
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(1)
 
 
 def caught_up(spark: SparkSession, table: str, topic: str) -> bool:
@@ -375,14 +379,15 @@ def test_a_recreated_topic_is_refused_until_the_table_is_rewound(
 
     admin = AdminClient({"bootstrap.servers": KAFKA})
     admin.delete_topics([topic])[topic].result(timeout=30)
-    deadline = time.monotonic() + 60
-    while True:  # deletion is asynchronous
+
+    def recreated() -> bool:
         try:
             create_topics(topic, partitions=1)
-            break
-        except Exception:
-            assert time.monotonic() < deadline
-            time.sleep(1)
+            return True
+        except Exception:  # deletion is asynchronous: the topic may still exist
+            return False
+
+    wait_until(recreated, 60, f"{topic} to be created again")
     old = set(ledger.ids([topic]))
     ledger.forget(lambda s: False)
     ledger.good(topic, 20)  # offsets 0..19 again

@@ -17,26 +17,19 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTP
 from pyspark.sql import SparkSession
 
+from dev.kit.changes import Change, oracle, random_changes
+from dev.kit.endpoints import KAFKA, REPO
+from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
+from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
 from icesink.model import TopicPartition
 from icesink.ops import checkpoints
 from icesink.runtime import faults
-from tests.conftest import KAFKA
-from tests.integration.change_stream import Change, oracle, random_changes
-from tests.integration.helpers import (
-    REPO,
-    Scenario,
-    create_topics,
-    end_offsets,
-    produce,
-    produce_keyed,
-    run_cli,
-    snapshots,
-    table_exists,
-)
-from tests.integration.test_cdc import cdc_config, records, table_state
-from tests.integration.test_evolution import wait_for
+from tests.support.cli import run_cli
+from tests.support.spark import snapshots, table_exists
+from tests.support.values import cdc_config, records, table_state
+from tests.support.wait import wait_until
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -252,7 +245,7 @@ def test_maintain_while_a_cdc_stream_runs(spark: SparkSession, scenario: Scenari
     produce_chunk(chunks[0])
     query = Job(spark, scenario.config(**overrides)).start()
     try:
-        wait_for(caught_up, "the first chunk")
+        wait_until(caught_up, 180, "the first chunk")
         produce_chunk(chunks[1])
         maintenance = subprocess.Popen(
             [sys.executable, "-m", "icesink", "maintain", "-c", str(config), "--expire-after", "0m", "--json"],
@@ -262,7 +255,7 @@ def test_maintain_while_a_cdc_stream_runs(spark: SparkSession, scenario: Scenari
         out, err = maintenance.communicate(timeout=600)
         assert maintenance.returncode == 0, err[-3000:]
         produce_chunk(chunks[3])
-        wait_for(caught_up, "all chunks")
+        wait_until(caught_up, 180, "all chunks")
     finally:
         query.stop()
 

@@ -7,18 +7,12 @@ import shutil
 
 from pyspark.sql import SparkSession
 
+from dev.kit.kafka import SERDE_CONF, create_topics, end_offsets, produce, registry_client
+from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
 from icesink.model import TopicPartition
-from tests.integration.helpers import (
-    SERDE_CONF,
-    Scenario,
-    create_topics,
-    end_offsets,
-    produce,
-    registry_client,
-    snapshots,
-)
+from tests.support.spark import snapshots
 
 
 def run_job(spark: SparkSession, scenario: Scenario, **overrides: object) -> Job:

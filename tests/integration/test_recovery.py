@@ -8,17 +8,12 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from dev.kit.kafka import create_topics, end_offsets, produce
+from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.runtime import faults
-from tests.integration.helpers import (
-    Scenario,
-    create_topics,
-    end_offsets,
-    produce,
-    run_cli,
-    snapshots,
-    table_exists,
-)
+from tests.support.cli import run_cli
+from tests.support.spark import snapshots, table_exists
 
 pytestmark = pytest.mark.slow
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from dev.kit.kafka import create_topics, produce
+from dev.kit.scenario import CATALOG, Scenario
 from icesink.job.query import Job
-from tests.integration.helpers import CATALOG, Scenario, create_topics, produce, table_exists
+from tests.support.spark import table_exists
 
 
 def ids(spark: SparkSession, table: str) -> list[int]:

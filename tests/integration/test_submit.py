@@ -9,8 +9,11 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
+from dev.kit.endpoints import REPO
+from dev.kit.kafka import create_topics, end_offsets, produce
+from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
-from tests.integration.helpers import REPO, Scenario, create_topics, end_offsets, produce, snapshots
+from tests.support.spark import snapshots
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Trino (`scripts/stack up --with-trino`) reads the REST catalog's Iceberg tables: one written with PyIceberg."""
+"""Trino (`dev/stack up --with-trino`) reads the REST catalog's Iceberg tables: one written with PyIceberg."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog import load_catalog
 
-from tests.conftest import CATALOG_URI, S3_ENDPOINT
-from tests.integration.trino_client import TRINO_URL, trino_reachable, trino_rows
+from dev.kit.endpoints import CATALOG_URI, S3_ENDPOINT
+from tests.support.trino import TRINO_URL, trino_reachable, trino_rows
 
 pytestmark = pytest.mark.trino
 
@@ -35,7 +35,7 @@ ROWS = [
 
 def test_trino_reads_a_format_v2_table_written_through_the_rest_catalog(stack: None) -> None:
     if not trino_reachable():
-        pytest.fail(f"Trino not reachable at {TRINO_URL}; run `scripts/stack up --with-trino`", pytrace=False)
+        pytest.fail(f"Trino not reachable at {TRINO_URL}; run `dev/stack up --with-trino`", pytrace=False)
     catalog = load_catalog(
         "trino-test",
         type="rest",

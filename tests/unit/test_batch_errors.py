@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from icesink.batch.handler import write_failed
 from icesink.batch.plan import plan_table
+from icesink.batch.write import write_failed
 from icesink.errors import WriteError
 from icesink.model import PartitionRange, TableRef
 from icesink.model import TopicPartition as TP

@@ -2,7 +2,7 @@
 
 No Docker engine runs here, so this checks what can be checked without one: the files parse,
 images are pinned, health checks gate start-up, and every endpoint a config names is a service
-and port the compose file (or scripts/stack) really provides.
+and port the compose file (or dev/stack) really provides.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def test_the_catalog_server_settings_are_shared_with_the_local_stack() -> None:
     rest = services()["rest-catalog"]
     assert rest["env_file"] == ["catalog/rest-catalog.env"]
     assert not set(shared) & set(rest["environment"]), "compose adds endpoints only, it does not override"
-    assert "catalog/rest-catalog.env" in (REPO / "scripts" / "stack").read_text()
+    assert "catalog/rest-catalog.env" in (REPO / "dev" / "stack").read_text()
     bucket = urlparse(shared["CATALOG_WAREHOUSE"]).netloc
     assert f"mc mb --ignore-existing local/{bucket}" in services()["minio-init"]["entrypoint"]
     assert hostport(rest["environment"]["CATALOG_S3_ENDPOINT"]) == ("minio", 9000)
@@ -164,7 +164,7 @@ def test_trino_reads_the_same_catalog_in_both_stacks() -> None:
 
 
 def stack_env() -> dict[str, str]:
-    out = subprocess.run(["bash", str(REPO / "scripts" / "stack"), "env"], capture_output=True, text=True, check=True)
+    out = subprocess.run(["bash", str(REPO / "dev" / "stack"), "env"], capture_output=True, text=True, check=True)
     env = {}
     for line in out.stdout.splitlines():
         key, _, value = line.removeprefix("export ").partition("=")
@@ -197,7 +197,7 @@ def test_host_side_spark_sql_uses_the_published_ports() -> None:
 
 
 def test_spark_packages_match_the_pinned_pyspark() -> None:
-    coords = coordinates(REPO / "scripts" / "maven" / "spark.xml")
+    coords = coordinates(REPO / "dev" / "maven" / "spark.xml")
     pin = re.search(r'"pyspark==([\d.]+)"', (REPO / "pyproject.toml").read_text())
     assert pin is not None
     kafka = [c for c in coords if ":spark-sql-kafka-0-10_2.13:" in c]

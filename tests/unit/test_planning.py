@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from icesink.batch.plan import plan_table
+from icesink.batch.plan import log_behind_table, plan_table
 from icesink.model import PartitionRange, TableRef
 from icesink.model import TopicPartition as TP
 
@@ -38,3 +38,11 @@ def test_gaps_from_transaction_markers_are_positions_not_counts() -> None:
     # Offsets 0..9 with a commit marker at 5: 9 records, but the next offset is still 10.
     plan = plan_table(T, [PartitionRange(TP("e", 0), 0, 9, 9)], {})
     assert plan.next_offsets == {TP("e", 0): 10}
+
+
+def test_a_log_that_ends_below_the_table_is_a_recreated_topic() -> None:
+    tp0, tp1 = TP("events.20240101", 0), TP("events.20240101", 1)
+    committed = {tp0: 60, tp1: 30}
+    assert log_behind_table(committed, {tp0: 20, tp1: 30}) == [tp0]
+    assert log_behind_table(committed, {tp0: 60, tp1: 45}) == []
+    assert log_behind_table({}, {tp0: 5}) == []

@@ -11,7 +11,7 @@ from typing import ClassVar
 
 import pytest
 
-from icesink.errors import IcesinkError, RegistryUnavailableError, SchemaNotFoundError
+from icesink.errors import RegistryAuthError, RegistryUnavailableError, SchemaNotFoundError
 from icesink.kafka.registry import RegistrySettings, SchemaRegistry
 
 SCHEMA = '{"type": "record", "name": "R", "fields": []}'
@@ -85,7 +85,7 @@ def test_transient_errors_are_retried_then_fail_the_batch(url: str) -> None:
 
 
 def test_refused_credentials_are_an_error_not_a_retry(url: str) -> None:
-    with pytest.raises(IcesinkError, match=r"refused the credentials \(HTTP 401\)"):
+    with pytest.raises(RegistryAuthError, match=r"refused the credentials \(HTTP 401\)"):
         SchemaRegistry(RegistrySettings(url=url, username="u", password="wrong")).schema(401)
     assert len(_Registry.calls) == 1
 

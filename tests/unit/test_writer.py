@@ -10,7 +10,8 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from icesink.batch.files import StorageSettings, WriteTask, descriptor_batches, write_files
+from icesink.batch.files import WriteTask, descriptor_batches, write_files
+from icesink.batch.storage import StorageSettings
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -47,8 +48,8 @@ def task(folder: Path, target: int = 128 * 1024 * 1024) -> WriteTask:
 def test_files_carry_iceberg_field_ids_and_all_rows(tmp_path: Path) -> None:
     files = write_files(task(tmp_path), iter([spark_like_batch(0, 10), spark_like_batch(10, 5)]), partition_id=3)
     assert len(files) == 1
-    uri, rows, size, content, partition = files[0]
-    assert (content, partition) == ("data", ())
+    uri, rows, size = files[0].path, files[0].record_count, files[0].file_size
+    assert (files[0].content, files[0].partition) == ("data", ())
     assert uri.startswith(f"file://{tmp_path}/q-00000001-00003-")
     assert uri.endswith(".parquet")
     local = uri.removeprefix("file://")
@@ -65,7 +66,7 @@ def test_files_roll_at_the_target_size(tmp_path: Path) -> None:
     batches = iter([spark_like_batch(i * 300_000, 300_000) for i in range(3)])
     files = write_files(task(tmp_path, target=1024 * 1024), batches, partition_id=0)
     assert len(files) > 1
-    assert sum(f[1] for f in files) == 900_000
+    assert sum(f.record_count for f in files) == 900_000
 
 
 def cdc_task(folder: Path, partitions: int) -> WriteTask:
@@ -92,7 +93,7 @@ def with_meta(batch: pa.RecordBatch, ops: list[str], parts: list[str | None] | N
 def test_changes_write_every_key_as_a_delete_and_non_deletes_as_rows(tmp_path: Path) -> None:
     batch = with_meta(spark_like_batch(0, 4), ["I", "U", "D", "U"], None)
     files = write_files(cdc_task(tmp_path, 0), iter([batch]), partition_id=0)
-    by_kind = {content: path.removeprefix("file://") for path, _, _, content, _ in files}
+    by_kind = {f.content: f.path.removeprefix("file://") for f in files}
     assert sorted(by_kind) == ["data", "deletes"]
     deletes = pq.read_table(by_kind["deletes"])
     assert deletes.column_names == ["id"]
@@ -106,8 +107,7 @@ def test_rows_are_split_by_partition_value(tmp_path: Path) -> None:
     batch = with_meta(spark_like_batch(0, 4), ["U", "D", "U", "U"], parts)
     files = write_files(cdc_task(tmp_path, 1), iter([batch]), partition_id=0)
     got = {
-        (content, partition): pq.read_table(path.removeprefix("file://")).column("id").to_pylist()
-        for path, _, _, content, partition in files
+        (f.content, f.partition): pq.read_table(f.path.removeprefix("file://")).column("id").to_pylist() for f in files
     }
     assert got == {
         ("data", ("1",)): [0],
@@ -139,7 +139,7 @@ def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch
     import zipfile
     import zipimport
 
-    from icesink.batch import files as writer
+    from icesink.batch import worker_imports as writer
 
     archive = tmp_path / "code.zip"
     with zipfile.ZipFile(archive, "w") as z:

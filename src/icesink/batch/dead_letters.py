@@ -3,14 +3,26 @@
 It is an Iceberg table like the others, committed in the same batch (before the data tables, so a
 crash in between never loses a dead letter) and carrying its own offsets, so a replay adds none
 twice. The raw key, value and headers are kept byte for byte: a fixed record can be replayed.
+With `on_error: fail`, a bad record fails the whole batch instead, before anything is written.
 """
 
 from __future__ import annotations
 
+import logging
+from functools import reduce
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from icesink.batch.context import BatchContext
 from icesink.batch.decode import ERROR
+from icesink.batch.plan import TablePlan, keep_condition, plan_loaded
+from icesink.batch.write import Written, observed_count, write_rows
+from icesink.errors import DecodeError
+from icesink.iceberg.tables import JavaObject
+from icesink.model import PartitionRange, WrittenFile
+
+log = logging.getLogger(__name__)
 
 
 def rows(bad: DataFrame, target: str, batch_id: int, query_id: str) -> DataFrame:
@@ -26,3 +38,48 @@ def rows(bad: DataFrame, target: str, batch_id: int, query_id: str) -> DataFrame
         F.lit(query_id).alias("query_id"),
         F.current_timestamp().alias("failed_at"),
     )  # fmt: skip
+
+
+def refuse_bad_records(bad: list[tuple[str, DataFrame]], batch_id: int) -> None:
+    """`on_error: fail`: raises DecodeError naming the first bad records of the first target with any."""
+    for target, records in bad:
+        count = records.count()
+        if not count:
+            continue
+        first = records.select("topic", "partition", "offset", f"{ERROR}.*").orderBy("topic", "partition", "offset")
+        lines = "\n  ".join(
+            f"topic {r.topic} partition {r.partition} offset {r.offset}: {r.message} [{r.stage}/{r.error_class}]"
+            for r in first.limit(5).collect()
+        )
+        raise DecodeError(
+            f"batch {batch_id}: {count} record(s) for table {target} cannot be decoded; "
+            f"nothing of this batch was committed. First:\n  {lines}"
+        )
+
+
+def write_dead_letters(
+    ctx: BatchContext, bad: list[tuple[str, DataFrame]], written: list[Written], ranges: list[PartitionRange],
+    batch_id: int, query_id: str,
+) -> tuple[TablePlan, JavaObject, list[WrittenFile]] | None:  # fmt: skip
+    """Writes the dead letters of `bad` ((target, records with ERROR) pairs) the table does not hold
+    yet; returns what to commit, or None when there are none. Each table's write counted its bad
+    records on the way: only tables with some (or an unknown count) and the records no table took
+    need this pass."""
+    clean = {str(w.work.plan.table) for w in written if observed_count(w.bad) == 0}
+    todo = [(t, records) for t, records in bad if t not in clean]
+    if not todo:
+        return None
+    letters = reduce(lambda a, b: a.unionByName(b), [rows(records, t, batch_id, query_id) for t, records in todo])
+    ref = ctx.dead_letter_ref
+    plan, table = plan_loaded(ctx, ref, ranges)
+    letters = letters.where(keep_condition(plan.keep_from))
+    if table is None:
+        # Created on first use only: check cheaply whether this batch has any dead letter.
+        if not letters.limit(1).collect():
+            return None
+        table = ctx.catalog.create(ref, letters.schema, ctx.config.tables.properties)
+    files = write_rows(ctx, letters, table, ref, batch_id, query_id)
+    if not files:
+        return None
+    log.warning("batch %d: %d record(s) dead-lettered to %s", batch_id, sum(f.record_count for f in files), ref)
+    return plan, table, files

@@ -1,8 +1,9 @@
 """Executor side: Arrow record batches -> Parquet data and equality-delete files with Iceberg field ids.
 
 Runs inside `mapInArrow`, so the rows never reach the driver: each task writes its files straight
-to object storage and yields one small descriptor row per file. The driver commits the
-descriptors; a file that is never committed is an orphan, invisible to readers.
+to object storage and yields one small descriptor row per file: a `WrittenFile`, field for field
+(`DESCRIPTOR_DDL`, `written_file`). The driver commits the descriptors; a file that is never
+committed is an orphan, invisible to readers.
 
 The input columns are: the partition values (as strings, one column per partition field), the
 change operation (CDC tables only), then the table's columns in the table's order. Rows should
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -22,42 +23,28 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from icesink.batch.storage import StorageSettings
+from icesink.batch.worker_imports import keep_zip_directories
+from icesink.model import WrittenFile
 from icesink.runtime import faults
 
-DESCRIPTOR_DDL = "path string, record_count long, file_size long, content string, partition array<string>"
+# A descriptor row's column types, one per field of WrittenFile (a new field fails here, at import).
+_DESCRIPTOR_TYPES = {
+    "path": ("string", pa.string()),
+    "record_count": ("long", pa.int64()),
+    "file_size": ("long", pa.int64()),
+    "content": ("string", pa.string()),
+    "partition": ("array<string>", pa.list_(pa.string())),
+}
+_DESCRIPTOR_FIELDS = list(WrittenFile.__annotations__)  # its fields, in order
+DESCRIPTOR_DDL = ", ".join(f"{name} {_DESCRIPTOR_TYPES[name][0]}" for name in _DESCRIPTOR_FIELDS)
 DATA, DELETES = "data", "deletes"
 _ROW_GROUP_ROWS = 256 * 1024
 
 
-@dataclass(frozen=True)
-class StorageSettings:
-    """Where and how executors reach object storage. Secrets are kept out of repr()."""
-
-    endpoint: str | None = None
-    region: str = "us-east-1"
-    path_style_access: bool = True
-    access_key_id: str | None = field(default=None, repr=False)
-    secret_access_key: str | None = field(default=None, repr=False)
-
-    def filesystem_for(self, uri: str) -> tuple[pafs.FileSystem, str]:
-        """The pyarrow filesystem and in-filesystem path of `uri` (s3://, s3a://, file:// or a local path)."""
-        scheme, sep, rest = uri.partition("://")
-        if not sep or scheme == "file":
-            return pafs.LocalFileSystem(), (rest if sep else uri)
-        if scheme not in ("s3", "s3a", "s3n"):
-            raise ValueError(f"unsupported storage scheme in {uri!r}")
-        kwargs: dict[str, object] = {
-            "region": self.region,
-            "force_virtual_addressing": not self.path_style_access,
-        }
-        if self.endpoint:
-            ep_scheme, _, host = self.endpoint.partition("://")
-            kwargs["endpoint_override"] = host or ep_scheme
-            kwargs["scheme"] = ep_scheme if host else "https"
-        if self.access_key_id and self.secret_access_key:
-            kwargs["access_key"] = self.access_key_id
-            kwargs["secret_key"] = self.secret_access_key
-        return pafs.S3FileSystem(**kwargs), rest
+def written_file(row: Any) -> WrittenFile:
+    """The WrittenFile of a descriptor row (a Spark Row of `DESCRIPTOR_DDL`) collected on the driver."""
+    return WrittenFile(row.path, row.record_count, row.file_size, row.content, tuple(row.partition or ()))
 
 
 @dataclass(frozen=True)
@@ -98,9 +85,6 @@ def _cast(rows: pa.Table, schema: pa.Schema, table: str) -> pa.Table:
     return rows.cast(schema)
 
 
-_File = tuple[str, int, int, str, tuple[str | None, ...]]
-
-
 class _RollingWriter:
     """One Parquet file at a time of one kind and partition, rolled when it reaches the target size."""
 
@@ -120,7 +104,7 @@ class _RollingWriter:
         self._path = ""
         self._rows = 0
         self.partition: tuple[str | None, ...] = ()
-        self.done: list[_File] = []
+        self.done: list[WrittenFile] = []
 
     def write(self, table: pa.Table, partition: tuple[str | None, ...]) -> None:
         if table.num_rows == 0:
@@ -148,7 +132,7 @@ class _RollingWriter:
         self._writer.close()
         size = self._sink.tell()
         self._sink.close()
-        self.done.append((self._path, self._rows, size, self._content, self.partition))
+        self.done.append(WrittenFile(self._path, self._rows, size, self._content, self.partition))
         self._writer, self._sink, self._rows = None, None, 0
 
 
@@ -197,7 +181,7 @@ class _TaskWriter:
                 data = data.filter(pc.not_equal(op, pa.scalar("D")))
             self._data.write(_cast(data, self._task.arrow_schema, self._task.table), partition)
 
-    def close(self) -> list[_File]:
+    def close(self) -> list[WrittenFile]:
         self._data.close()
         if self._deletes is not None:
             self._deletes.close()
@@ -205,8 +189,8 @@ class _TaskWriter:
         return self._data.done
 
 
-def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[_File]:
-    """Writes the batches to Parquet files; returns (uri, record count, size, content, partition) per file."""
+def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[WrittenFile]:
+    """Writes the batches to Parquet files; returns each file, by its full URI."""
     fs, folder = task.storage.filesystem_for(task.data_location)
     uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
     writer = _TaskWriter(task, fs, folder, partition_id)
@@ -226,51 +210,23 @@ def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id
             writer.write(pa.Table.from_batches(pending))
     finally:
         done = writer.close()
-    return [(uri_prefix + path, rows, size, content, part) for path, rows, size, content, part in done]
+    return [WrittenFile(uri_prefix + f.path, f.record_count, f.file_size, f.content, f.partition) for f in done]
 
 
-def descriptor_batches(files: list[_File]) -> Iterator[pa.RecordBatch]:
+def descriptor_batches(files: list[WrittenFile]) -> Iterator[pa.RecordBatch]:
+    """The files as descriptor rows (`DESCRIPTOR_DDL`), one Arrow batch."""
     if files:
-        paths, rows, sizes, contents, parts = zip(*files, strict=True)
         yield pa.RecordBatch.from_arrays(
             [
-                pa.array(paths, pa.string()),
-                pa.array(rows, pa.int64()),
-                pa.array(sizes, pa.int64()),
-                pa.array(contents, pa.string()),
-                pa.array([list(p) for p in parts], pa.list_(pa.string())),
+                pa.array([_descriptor_value(getattr(f, n)) for f in files], _DESCRIPTOR_TYPES[n][1])
+                for n in _DESCRIPTOR_FIELDS
             ],
-            names=["path", "record_count", "file_size", "content", "partition"],
+            names=_DESCRIPTOR_FIELDS,
         )
 
 
-class _UnchangingZip:
-    """The import finder of a zip or jar on sys.path, whose archive does not change while the worker
-    process lives: it finds what the zip importer finds, and has nothing to re-read."""
-
-    def __init__(self, finder: Any) -> None:
-        self.finder = finder
-
-    def find_spec(self, fullname: str, target: object = None) -> Any:
-        return self.finder.find_spec(fullname, target)
-
-    def invalidate_caches(self) -> None:
-        pass
-
-
-def keep_zip_directories() -> None:
-    """PySpark's workers import pyspark from pyspark.zip (and have spark-core's jar on sys.path),
-    and before every task call importlib.invalidate_caches(), which makes the zip importer of every
-    package imported from a zip (pyspark, pyspark/sql, pyspark/sql/pandas, ...) re-read the
-    archive's whole directory: 15-60 ms each, 0.3 s and more per task on a busy machine, for
-    archives that do not change. Their finders are wrapped so the re-read is skipped; what is
-    imported, and from where, is unchanged."""
-    import sys
-    import zipimport
-
-    for path, finder in list(sys.path_importer_cache.items()):
-        if isinstance(finder, zipimport.zipimporter):
-            sys.path_importer_cache[path] = _UnchangingZip(finder)
+def _descriptor_value(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def map_in_arrow_fn(task: WriteTask):  # type: ignore[no-untyped-def]

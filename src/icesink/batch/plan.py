@@ -1,17 +1,29 @@
-"""Batch planning: which records of a micro-batch each table still needs. Pure.
+"""Batch planning: which records of a micro-batch each table still needs.
 
 The driver aggregates the batch to one `PartitionRange` per topic-partition (a small result), routes
-topics to tables, and for each table compares the ranges with the offsets the table has committed.
-Records below a table's committed offset are already in it (a replay, a lost checkpoint, a manual
-rewind): they are dropped before anything is written.
+topics to tables (route.py), and for each table compares the ranges with the offsets the table has
+committed. Records below a table's committed offset are already in it (a replay, a lost checkpoint,
+a manual rewind): they are dropped before anything is written. `plan_table` and `log_behind_table`
+are pure; the rest reads the batch, the catalog and Kafka.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from icesink.errors import DecodeError, OffsetsError
+from icesink.kafka import admin as kafka_offsets
 from icesink.model import PartitionRange, TableRef, TopicPartition, advance
+
+if TYPE_CHECKING:
+    from icesink.batch.context import BatchContext
+    from icesink.batch.decode import Decoder
+    from icesink.iceberg.tables import JavaObject
 
 
 @dataclass(frozen=True)
@@ -64,3 +76,82 @@ def log_behind_table(
     """Topic-partitions whose Kafka log ends below the offset the table holds: the topic was
     deleted and recreated (or truncated), and its new records sit at offsets the table claims."""
     return sorted(tp for tp, end in log_ends.items() if end < committed.get(tp, 0))
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the ranges aggregate collected of each decoder's `plan_column` (Avro: the schema ids),
+    per ("value" | "key", topic), so a decoder's `inspect` needs no scan of its own."""
+
+    values: Mapping[tuple[str, str], set[Any]] = field(default_factory=dict)
+
+    def for_topics(self, which: str, decoder: Decoder, topics: Iterable[str]) -> list[Any] | None:
+        """What `decoder` (the "value" or "key" one) gets for records of `topics`; None if it collects nothing."""
+        if decoder.plan_column() is None:
+            return None
+        return sorted(set().union(*(self.values.get((which, t), set()) for t in topics)))
+
+
+def batch_ranges(batch: DataFrame, decoders: Mapping[str, Decoder | None]) -> tuple[list[PartitionRange], Collected]:
+    """One pass over the batch: offsets per topic-partition, and per topic the sets of the
+    decoders' plan columns (`decoders`: "value" and "key")."""
+    aggs = [F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n")]
+    extra = {name: d.plan_column() for name, d in decoders.items() if d is not None}
+    aggs += [F.collect_set(col).alias(name) for name, col in extra.items() if col is not None]
+    rows = batch.groupBy("topic", "partition").agg(*aggs).collect()
+    values: dict[tuple[str, str], set[Any]] = {}
+    for r in rows:
+        for name, col in extra.items():
+            if col is not None:
+                values.setdefault((name, r.topic), set()).update(bytes(v) for v in r[name])
+    return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows], Collected(values)
+
+
+def plan_tables(
+    ctx: BatchContext, table_ranges: Mapping[TableRef, list[PartitionRange]]
+) -> list[tuple[TablePlan, JavaObject | None]]:
+    """Each routed table's plan (in table order) and the table as loaded, None if it does not exist."""
+    plans = []
+    for ref in sorted(table_ranges):
+        ranges = table_ranges[ref]
+        if ref == ctx.dead_letter_ref:
+            topics = sorted({r.tp.topic for r in ranges})
+            raise DecodeError(
+                f"topics {topics} route to the dead-letter table {ref}; rename it (decode.dead_letter_table)"
+            )
+        plans.append(plan_loaded(ctx, ref, sorted(ranges, key=lambda r: r.tp)))
+    return plans
+
+
+def plan_loaded(ctx: BatchContext, ref: TableRef, ranges: list[PartitionRange]) -> tuple[TablePlan, JavaObject | None]:
+    """The table's plan against the offsets it has committed; refuses a Kafka log that ends below them."""
+    table = ctx.catalog.load(ref)
+    committed = ctx.catalog.committed_offsets(table) if table is not None else {}
+    plan = plan_table(ref, ranges, committed)
+    if plan.keep_from:
+        # A replay, a reset, or a topic recreated under the same name: only Kafka can tell.
+        ends = {tp: end for tp, (_, end) in kafka_offsets.watermarks(ctx.config, plan.keep_from).items()}
+        behind = log_behind_table(committed, ends)
+        if behind:
+            detail = "; ".join(
+                f"{tp}: the table's next offset is {committed[tp]}, the log ends at {ends[tp]}" for tp in behind
+            )
+            topics = " ".join(f"--topic {t}" for t in sorted({tp.topic for tp in behind}))
+            raise OffsetsError(
+                f"table {ref}: Kafka's log ends below the offsets the table holds ({detail}); the topic was "
+                "deleted and recreated, or truncated, and its new records would be taken for ones the table "
+                f"has. Nothing was committed. Rewind the table for it: icesink offsets reset {topics} "
+                "--to-earliest --rewind"
+            )
+    return plan, table
+
+
+def keep_condition(keep_from: Mapping[TopicPartition, int]) -> Column:
+    """Records at or above each topic-partition's committed offset (all of them where none is)."""
+    if not keep_from:
+        return F.lit(True)
+    pairs: list[Column] = []
+    for tp, off in keep_from.items():
+        pairs += [F.lit(f"{tp.topic}:{tp.partition}"), F.lit(off)]
+    floor = F.element_at(F.create_map(*pairs), F.concat_ws(":", F.col("topic"), F.col("partition").cast("string")))
+    return F.col("offset") >= F.coalesce(floor, F.lit(0))

@@ -1,4 +1,4 @@
-"""Which records of a batch each table takes, by the routing rules (routing.Router).
+"""Which records of a batch each table takes, by the routing rules (route_rules.Router).
 
 Topics routed to fixed tables need nothing per record. Topics routed by a field are decoded once
 to read that field (the decoder's own schema for the batch), and each record goes to the tables
@@ -18,7 +18,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-from icesink.batch.decode import ERROR, ERROR_TYPE, error
+from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, Decoder, error
+from icesink.batch.plan import Collected
 from icesink.batch.route_rules import Route, Router, dynamic_table
 from icesink.config import UnknownTables, Unmatched
 from icesink.model import PartitionRange, TableRef
@@ -40,11 +41,14 @@ def route_batch(
     batch: DataFrame,
     ranges: list[PartitionRange],
     router: Router,
-    read_field: Callable[[DataFrame, str], DataFrame],
+    decoder: Decoder,
+    collected: Collected,
     exists: Callable[[TableRef], bool],
     reserved: TableRef,
 ) -> Targets:
-    """`read_field(records, field)` returns the records with ROUTE and ROUTE_ERROR columns."""
+    """Which records each table takes. `decoder` reads the routing field of field-routed topics
+    (`collected`: what the ranges aggregate gathered for it); `exists` tells whether a table
+    exists (for `unknown_tables: dead-letter`); no value may route to `reserved`."""
     by_topic: dict[str, list[PartitionRange]] = defaultdict(list)
     for r in ranges:
         by_topic[r.tp.topic].append(r)
@@ -66,21 +70,10 @@ def route_batch(
     for topic in sorted(set(by_topic) - set(fixed)):
         route = router.route(topic)
         assert route.field is not None
-        routed = read_field(batch.where(F.col("topic") == topic), route.field)
-        routed = routed.persist()
+        routed = read_field(batch.where(F.col("topic") == topic), route.field, decoder, collected).persist()
         targets.persisted.append(routed)
         frames.append(routed)
-        values = [r[0] for r in routed.where(F.col(ROUTE_ERROR).isNull()).select(ROUTE).distinct().collect()]
-        taken: dict[TableRef, list[str]] = defaultdict(list)
-        refused: dict[str, tuple[str, str]] = {}
-        for v in values:
-            if v is None:
-                continue
-            for target, why in _targets(route, v, exists, reserved):
-                if target is not None:
-                    taken[target].append(v)
-                elif why is not None:
-                    refused[v] = why
+        taken, refused = _taken(routed, route, exists, reserved)
         for ref, vs in taken.items():
             parts[ref].append((F.col("topic") == topic) & F.col(ROUTE).isin(vs))
             table_ranges[ref].extend(by_topic[topic])
@@ -90,6 +83,35 @@ def route_batch(
     targets.ranges = dict(table_ranges)
     targets.conditions = {ref: reduce(lambda a, b: a | b, cs) for ref, cs in parts.items()}
     return targets
+
+
+def read_field(records: DataFrame, field: str, decoder: Decoder, collected: Collected) -> DataFrame:
+    """`records` (one topic) with the routing field's value (ROUTE) and their decode error (ROUTE_ERROR)."""
+    topics = [r.topic for r in records.select("topic").distinct().collect()]
+    inspected = decoder.inspect(records, collected.for_topics("value", decoder, topics))
+    parsed = inspected.parse(inspected.schema)
+    names = inspected.schema.fieldNames()
+    value = F.col(ROW)[field].cast("string") if field in names else F.lit(None).cast("string")
+    return parsed.select(*records.columns, value.alias(ROUTE), F.col(ERROR).alias(ROUTE_ERROR))
+
+
+def _taken(
+    routed: DataFrame, route: Route, exists: Callable[[TableRef], bool], reserved: TableRef
+) -> tuple[dict[TableRef, list[str]], dict[str, tuple[str, str]]]:
+    """The routing field's values (of the records that decoded) each table takes, and why the
+    others go nowhere: value -> (error class, message). One small collect."""
+    values = [r[0] for r in routed.where(F.col(ROUTE_ERROR).isNull()).select(ROUTE).distinct().collect()]
+    taken: dict[TableRef, list[str]] = defaultdict(list)
+    refused: dict[str, tuple[str, str]] = {}
+    for v in values:
+        if v is None:
+            continue
+        for target, why in _targets(route, v, exists, reserved):
+            if target is not None:
+                taken[target].append(v)
+            elif why is not None:
+                refused[v] = why
+    return taken, refused
 
 
 def _targets(

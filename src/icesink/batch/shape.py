@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StructType
+from pyspark.sql.types import AtomicType, DataType, StructType
 
 from icesink.batch.decode import ERROR, ROW, error
 from icesink.schema import evolution as schema_diff
@@ -61,15 +61,24 @@ def flatten(parsed: DataFrame, target: StructType, columns: list[FlatColumn]) ->
         if c.type == f.dataType:
             fields.append(value.alias(f.name))
             continue
-        converted = value.try_cast(f.dataType)
+        if schema_diff.fits(c.type, f.dataType):
+            fields.append(value.try_cast(f.dataType).alias(f.name))
+            continue
+        converted, failed = _conflicting(value, c, f.name, f.dataType)
         fields.append(converted.alias(f.name))
-        if not schema_diff.fits(c.type, f.dataType):
-            message = (
-                f"field {'.'.join(c.path)} is {c.type.simpleString()}, column {f.name} is {f.dataType.simpleString()}"
-            )
-            errors.append(F.when(value.isNotNull() & converted.isNull(), error("convert", "IncompatibleType", message)))
+        errors.append(failed)
     row = F.when(F.col(ROW).isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
-    out = parsed.withColumn(ROW, row)
+    # The errors read the nested row: set them before ROW becomes the flat one.
     if errors:
-        out = out.withColumn(ERROR, F.coalesce(F.col(ERROR), *errors))
-    return out
+        parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), *errors))
+    return parsed.withColumn(ROW, row)
+
+
+def _conflicting(value: Column, c: FlatColumn, column: str, to: DataType) -> tuple[Column, Column]:
+    """A value whose type conflicts with its column (a conflict the policy lets through): the value
+    converted, and the error when it does not convert. Spark cannot cast every pair (int to date is
+    refused at analysis, even by try_cast), so it goes through its text, which casts to every atomic
+    type; a value that does not convert is a dead letter, never a silent null."""
+    converted = value.cast("string").try_cast(to) if isinstance(to, AtomicType) else F.lit(None).cast(to)
+    message = f"field {'.'.join(c.path)} is {c.type.simpleString()}, column {column} is {to.simpleString()}"
+    return converted, F.when(value.isNotNull() & converted.isNull(), error("convert", "IncompatibleType", message))

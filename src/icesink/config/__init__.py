@@ -1,37 +1,41 @@
-"""The job's one typed config, validated at start-up."""
+"""The job's one typed config, validated at start-up.
 
+base.py     the section base and Identifier
+model.py    Config and the job, kafka, catalog, s3, decode and spark sections
+tables.py   the tables section and one table's resolved settings
+routing.py  the routing rules
+load.py     YAML file + ICESINK__SECTION__KEY overrides -> Config
+reference.py  the README's config reference, generated from the model
+"""
+
+from icesink.config.base import Identifier
+from icesink.config.load import ENV_PREFIX, apply_env_overrides, load_config, parse_config
 from icesink.config.model import (
-    ENV_PREFIX,
     CatalogConfig,
     Config,
     DecodeConfig,
     Envelope,
     ErrorPolicy,
-    Identifier,
-    IncompatiblePolicy,
     JobConfig,
     KafkaConfig,
     KeyFormat,
+    RegistryConfig,
+    S3Config,
+    SparkConfig,
+    TriggerConfig,
+    TriggerMode,
+    ValueFormat,
+)
+from icesink.config.routing import RouteRule, RoutingConfig, UnknownTables, Unmatched
+from icesink.config.tables import (
+    IncompatiblePolicy,
     OrderScope,
     PartitionBy,
-    RegistryConfig,
-    RouteRule,
-    RoutingConfig,
-    S3Config,
     Separator,
-    SparkConfig,
     TableOptions,
     TablesConfig,
     TableSettings,
-    TriggerConfig,
-    TriggerMode,
-    UnknownTables,
-    Unmatched,
-    ValueFormat,
     WriteMode,
-    apply_env_overrides,
-    load_config,
-    parse_config,
 )
 
 __all__ = [

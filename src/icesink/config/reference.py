@@ -97,6 +97,6 @@ def write_readme(path: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write"]:
-        write_readme(Path(__file__).resolve().parents[2] / "README.md")
+        write_readme(Path(__file__).resolve().parents[3] / "README.md")
     else:
         print(render())

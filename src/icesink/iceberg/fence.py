@@ -14,42 +14,15 @@ The validator and the file keeper are Python objects that Spark's JVM calls back
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
-from icesink.iceberg import snapshot_offsets as codec
+from icesink.iceberg import ancestry
 from icesink.model import Offsets
 
 log = logging.getLogger(__name__)
 
 # Iceberg puts this into its ValidationException ("Snapshot ancestry validation failed: ...").
 REFUSED = "icesink: the table's offsets changed since the batch was planned"
-
-
-def newest_offset_summary(summaries: Iterator[Mapping[str, str]]) -> Mapping[str, str] | None:
-    """The summary of the newest snapshot that carries offsets (compactions carry none)."""
-    for summary in summaries:
-        if codec.OFFSETS_KEY in summary:
-            return summary
-    return None
-
-
-def is_our_commit(summary: Mapping[str, str] | None, query_id: str, batch_id: int, offsets: Offsets) -> bool:
-    """Whether `summary` is this very batch's commit: same query, same batch, same offsets. Used
-    when a commit's outcome was unknown (lost response, retried request) to learn that it landed."""
-    if summary is None:
-        return False
-    return (
-        summary.get(codec.QUERY_ID_KEY) == query_id
-        and summary.get(codec.BATCH_ID_KEY) == str(batch_id)
-        and codec.from_summary(summary) == offsets
-    )
-
-
-def _summaries(snapshots: Any) -> Iterator[Mapping[str, str]]:
-    it = snapshots.iterator()
-    while it.hasNext():
-        yield dict(it.next().summary())
 
 
 class OffsetsUnchanged:
@@ -60,8 +33,8 @@ class OffsetsUnchanged:
         self.found: Offsets | None = None
 
     def validate(self, ancestors: Any) -> bool:
-        summary = newest_offset_summary(_summaries(ancestors))
-        self.found = codec.from_summary(summary) if summary is not None else {}
+        found = ancestry.newest_offsets(ancestry.each(ancestors))
+        self.found = found.offsets if found is not None else {}
         return self.found == self._expected
 
     def errorMessage(self) -> str:  # noqa: N802 (the Java interface's name)

@@ -1,4 +1,5 @@
-"""Access to the driver JVM behind a classic SparkSession (py4j). Spark Connect has none."""
+"""Access to the driver JVM behind a classic SparkSession (py4j), through which icesink uses
+Iceberg's Java API. Spark Connect has none."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from icesink.errors import IcesinkError
+from icesink.errors import ConfigError
+
+JavaObject = Any  # a py4j proxy
 
 
 def jvm(spark: SparkSession) -> Any:
     handle = getattr(spark, "_jvm", None)
     if handle is None:
-        raise IcesinkError("icesink needs a classic SparkSession with a driver JVM; Spark Connect is not supported")
+        raise ConfigError("icesink needs a classic SparkSession with a driver JVM; Spark Connect is not supported")
     return handle
 
 

@@ -138,90 +138,139 @@ def live_rows(entries: Sequence[FileEntry], tables: Mapping[str, Any]) -> int:
 
     data = [e for e in entries if e.content == DATA]
     total = sum(d.record_count for d in data)
-    wanted = columns_to_read(entries)
     # Every data row gets an id, its file's base plus its position, so a row deleted twice counts once.
     bases = np.cumsum([0, *(d.record_count for d in data)])[:-1].astype(np.int64)
-    codes: dict[tuple[Any, ...], int] = {}
-    deleted: list[Any] = []
-
-    def code(group: tuple[Any, ...]) -> int:
-        return codes.setdefault(group, len(codes))
-
-    def same(n: int, value: int) -> Any:
-        return pa.array(np.full(n, value, dtype=np.int64))
-
-    index = _equality_index(entries)
-    for ids in index:
-        columns = [str(i) for i in ids]
-        left = []
-        for base, d in zip(bases, data, strict=True):
-            if ids not in _equality_sets(d, index):
-                continue
-            t = tables[d.path]
-            if t.num_rows != d.record_count:
-                raise ValueError(f"data file {d.path} has {t.num_rows} rows, its manifest entry {d.record_count}")
-            n = t.num_rows
-            keys = {c: t.column(c) for c in columns}
-            row = pa.array(np.arange(base, base + n, dtype=np.int64))
-            seq, group = same(n, d.sequence_number), same(n, code(d.group))
-            left.append(pa.table({**keys, "_seq": seq, "_group": group, "_row": row}))
-        right = []
-        for e in entries:
-            if e.content == EQUALITY_DELETES and e.equality_ids == ids and e.path in wanted:
-                t = tables[e.path]
-                n = t.num_rows
-                where = -1 if e.unpartitioned else code(e.group)
-                keys = {c: t.column(c) for c in columns}
-                right.append(pa.table({**keys, "_dseq": same(n, e.sequence_number), "_group": same(n, where)}))
-        if not left or not right:
-            continue
-        lhs, rhs, keys_ = _comparable(
-            pa.concat_tables(left, promote_options="permissive"),
-            pa.concat_tables(right, promote_options="permissive"),
-            columns,
-        )
-        # Only the newest delete of a key matters: at most one delete row per key and partition.
-        rhs = rhs.group_by([*keys_, "_group"]).aggregate([("_dseq", "max")])
-        scoped = rhs.filter(pc.field("_group") != -1)
-        everywhere = rhs.filter(pc.field("_group") == -1).drop_columns(["_group"])
-        for deletes, on in ((scoped, [*keys_, "_group"]), (everywhere, keys_)):
-            if deletes.num_rows:
-                hits = lhs.join(deletes, keys=on, join_type="inner")
-                hits = hits.filter(pc.field("_dseq_max") > pc.field("_seq"))
-                deleted.append(hits.column("_row"))
-
-    positions = [e for e in entries if e.content == POSITION_DELETES and e.path in wanted]
-    if positions and data:
-        parts = []
-        for e in positions:
-            t = tables[e.path]
-            parts.append(
-                pa.table(
-                    {
-                        "file_path": t.column("file_path").cast(pa.string()),
-                        "pos": t.column("pos").cast(pa.int64()),
-                        "_dseq": same(t.num_rows, e.sequence_number),
-                    }
-                )
-            )
-        files = pa.table(
-            {
-                "file_path": pa.array([d.path for d in data], pa.string()),
-                "_seq": pa.array([d.sequence_number for d in data], pa.int64()),
-                "_base": pa.array(bases),
-                "_count": pa.array([d.record_count for d in data], pa.int64()),
-            }
-        )
-        hits = pa.concat_tables(parts).join(files, keys="file_path", join_type="inner")
-        hits = hits.filter(
-            (pc.field("_dseq") >= pc.field("_seq")) & (pc.field("pos") >= 0) & (pc.field("pos") < pc.field("_count"))
-        )
-        deleted.append(pc.add(hits.column("_base"), hits.column("pos")))
-
+    wanted = columns_to_read(entries)
+    deleted = [
+        *_equality_deleted(entries, data, bases, tables, wanted),
+        *_position_deleted(entries, data, bases, tables, wanted),
+    ]
     chunks = [chunk.cast(pa.int64()) for column in deleted for chunk in column.chunks]
     if not chunks:
         return total
     return total - int(pc.count_distinct(pa.chunked_array(chunks, pa.int64())).as_py())
+
+
+def _same(n: int, value: int) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    return pa.array(np.full(n, value, dtype=np.int64))
+
+
+def _equality_deleted(
+    entries: Sequence[FileEntry],
+    data: Sequence[FileEntry],
+    bases: Any,
+    tables: Mapping[str, Any],
+    wanted: Mapping[str, tuple[int, ...]],
+) -> list[Any]:
+    """The ids of the data rows equality deletes remove (columns of row ids, maybe overlapping)."""
+    codes: dict[tuple[Any, ...], int] = {}  # a partition's number: the join key of "same partition"
+
+    def code(group: tuple[Any, ...]) -> int:
+        return codes.setdefault(group, len(codes))
+
+    index = _equality_index(entries)
+    deleted: list[Any] = []
+    for ids in index:
+        columns = [str(i) for i in ids]
+        left = []
+        for base, d in zip(bases, data, strict=True):
+            if ids in _equality_sets(d, index):
+                left.append(_data_keys(d, int(base), tables[d.path], columns, code(d.group)))
+        right = []
+        for e in entries:
+            if e.content == EQUALITY_DELETES and e.equality_ids == ids and e.path in wanted:
+                right.append(_delete_keys(e, tables[e.path], columns, -1 if e.unpartitioned else code(e.group)))
+        if left and right:
+            deleted.extend(_equality_hits(left, right, columns))
+    return deleted
+
+
+def _data_keys(d: FileEntry, base: int, t: Any, columns: list[str], group: int) -> Any:
+    """A data file's key columns with each row's sequence number, partition and row id."""
+    import numpy as np
+    import pyarrow as pa
+
+    if t.num_rows != d.record_count:
+        raise ValueError(f"data file {d.path} has {t.num_rows} rows, its manifest entry {d.record_count}")
+    n = t.num_rows
+    keys = {c: t.column(c) for c in columns}
+    row = pa.array(np.arange(base, base + n, dtype=np.int64))
+    return pa.table({**keys, "_seq": _same(n, d.sequence_number), "_group": _same(n, group), "_row": row})
+
+
+def _delete_keys(e: FileEntry, t: Any, columns: list[str], group: int) -> Any:
+    """An equality delete file's key columns with each row's sequence number and partition (-1: all)."""
+    import pyarrow as pa
+
+    n = t.num_rows
+    keys = {c: t.column(c) for c in columns}
+    return pa.table({**keys, "_dseq": _same(n, e.sequence_number), "_group": _same(n, group)})
+
+
+def _equality_hits(left: list[Any], right: list[Any], columns: list[str]) -> list[Any]:
+    """The row ids of `left` (data keys) that a newer row of `right` (delete keys) removes."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lhs, rhs, keys = _comparable(
+        pa.concat_tables(left, promote_options="permissive"),
+        pa.concat_tables(right, promote_options="permissive"),
+        columns,
+    )
+    # Only the newest delete of a key matters: at most one delete row per key and partition.
+    rhs = rhs.group_by([*keys, "_group"]).aggregate([("_dseq", "max")])
+    scoped = rhs.filter(pc.field("_group") != -1)
+    everywhere = rhs.filter(pc.field("_group") == -1).drop_columns(["_group"])
+    hits = []
+    for deletes, on in ((scoped, [*keys, "_group"]), (everywhere, keys)):
+        if deletes.num_rows:
+            joined = lhs.join(deletes, keys=on, join_type="inner")
+            hits.append(joined.filter(pc.field("_dseq_max") > pc.field("_seq")).column("_row"))
+    return hits
+
+
+def _position_deleted(
+    entries: Sequence[FileEntry],
+    data: Sequence[FileEntry],
+    bases: Any,
+    tables: Mapping[str, Any],
+    wanted: Mapping[str, tuple[int, ...]],
+) -> list[Any]:
+    """The ids of the data rows position deletes remove."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    positions = [e for e in entries if e.content == POSITION_DELETES and e.path in wanted]
+    if not positions or not data:
+        return []
+    parts = []
+    for e in positions:
+        t = tables[e.path]
+        parts.append(
+            pa.table(
+                {
+                    "file_path": t.column("file_path").cast(pa.string()),
+                    "pos": t.column("pos").cast(pa.int64()),
+                    "_dseq": _same(t.num_rows, e.sequence_number),
+                }
+            )
+        )
+    files = pa.table(
+        {
+            "file_path": pa.array([d.path for d in data], pa.string()),
+            "_seq": pa.array([d.sequence_number for d in data], pa.int64()),
+            "_base": pa.array(bases),
+            "_count": pa.array([d.record_count for d in data], pa.int64()),
+        }
+    )
+    hits = pa.concat_tables(parts).join(files, keys="file_path", join_type="inner")
+    hits = hits.filter(
+        (pc.field("_dseq") >= pc.field("_seq")) & (pc.field("pos") >= 0) & (pc.field("pos") < pc.field("_count"))
+    )
+    return [pc.add(hits.column("_base"), hits.column("pos"))]
 
 
 def manifest_entries(table: Any) -> list[FileEntry]:

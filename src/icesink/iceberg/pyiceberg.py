@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icesink.config import Config
-from icesink.errors import IcesinkError
+from icesink.errors import CatalogUnavailableError, IcesinkError, TableNotFoundError
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.live_rows import UnsupportedFileError, count_live_rows
 from icesink.model import Offsets, TableRef
@@ -64,14 +64,19 @@ def catalog_for(config: Config) -> Any:
     try:
         return load_catalog(config.catalog.name, **props)
     except Exception as e:
-        raise IcesinkError(f"cannot reach the Iceberg REST catalog at {config.catalog.uri}: {e}") from None
+        raise CatalogUnavailableError(f"cannot reach the Iceberg REST catalog at {config.catalog.uri}: {e}") from None
 
 
 def _ancestry(table: Any) -> Iterator[Any]:
+    """The current snapshot, then its parent, and so on."""
     snap = table.current_snapshot()
     while snap is not None:
         yield snap
         snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+
+
+def _summary(snapshot: Any) -> dict[str, str]:
+    return dict(snapshot.summary.additional_properties) if snapshot.summary else {}
 
 
 def _when(ms: int) -> dt.datetime:
@@ -83,16 +88,8 @@ def state_of(ref: TableRef, table: Any, live: bool = False) -> TableState:
     delete files that reads the key columns of its files (`count_live_rows`); a table without
     delete files has `total-records` live rows, no file is read."""
     current = table.current_snapshot()
-    summary = dict(current.summary.additional_properties) if current is not None and current.summary else {}
-    found = None
-    for snap in _ancestry(table):
-        props = dict(snap.summary.additional_properties) if snap.summary else {}
-        if codec.OFFSETS_KEY in props:
-            found = (snap, props)
-            break
-    offsets: Offsets = {}
-    if found is not None:
-        offsets = codec.from_summary(found[1]) or {}
+    summary = _summary(current) if current is not None else {}
+    found = codec.newest_offsets(_ancestry(table), _summary)
     total = int(summary.get("total-records", 0))
     rows: int | None = total
     counted = ROWS_FROM_SUMMARY
@@ -110,10 +107,10 @@ def state_of(ref: TableRef, table: Any, live: bool = False) -> TableState:
             raise IcesinkError(f"table {ref}: cannot count its live rows: {e}") from None
     return TableState(
         table=ref,
-        offsets=offsets,
-        offsets_snapshot_id=found[0].snapshot_id if found else None,
-        offsets_committed_at=_when(found[0].timestamp_ms) if found else None,
-        batch_id=int(found[1][codec.BATCH_ID_KEY]) if found and codec.BATCH_ID_KEY in found[1] else None,
+        offsets=found.offsets if found is not None else {},
+        offsets_snapshot_id=found.snapshot.snapshot_id if found is not None else None,
+        offsets_committed_at=_when(found.snapshot.timestamp_ms) if found is not None else None,
+        batch_id=found.batch_id if found is not None else None,
         last_commit_at=_when(current.timestamp_ms) if current is not None else None,
         rows=rows,
         data_files=int(summary.get("total-data-files", 0)),
@@ -130,11 +127,11 @@ def tables(catalog: Any, namespace: str, names: list[str] | None = None) -> list
     try:
         listed = [ident[-1] for ident in catalog.list_tables(namespace)]
     except Exception as e:
-        raise IcesinkError(f"cannot list the tables of namespace {namespace}: {e}") from None
+        raise CatalogUnavailableError(f"cannot list the tables of namespace {namespace}: {e}") from None
     wanted = names or listed
     missing = sorted(set(wanted) - set(listed))
     if missing:
-        raise IcesinkError(f"no table {', '.join(f'{namespace}.{m}' for m in missing)} in the catalog")
+        raise TableNotFoundError(f"no table {', '.join(f'{namespace}.{m}' for m in missing)} in the catalog")
     return [(TableRef(namespace, n), catalog.load_table((namespace, n))) for n in sorted(wanted)]
 
 

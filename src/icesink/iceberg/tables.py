@@ -1,59 +1,36 @@
 """The driver's edge to Iceberg: Iceberg's Java API inside Spark's JVM, through py4j.
 
-Tables are created, evolved and committed here. PyIceberg is not used for commits: it cannot
-write delete files correctly, and one JVM client keeps create, evolve and commit consistent.
+Tables are created, evolved and committed here (the commit itself is commit.py). PyIceberg is not
+used for commits: it cannot write delete files correctly, and one JVM client keeps create, evolve
+and commit consistent.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from py4j.protocol import Py4JJavaError
-from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
-from icesink.batch.plan import TablePlan
-from icesink.errors import CommitError, CommitOutcomeUnknownError
-from icesink.iceberg import fence as commit_guard
-from icesink.iceberg import snapshot_offsets as offsets_codec
+from icesink.errors import CommitError
+from icesink.iceberg import ancestry
+from icesink.iceberg.commit import CommitResult as CommitResult
+from icesink.iceberg.commit import commit_batch
+from icesink.iceberg.jvm import JavaObject as JavaObject
 from icesink.iceberg.jvm import jsession, jvm, string_array
-from icesink.model import Offsets, TableRef, WrittenFile, advance
-from icesink.runtime import faults
+from icesink.iceberg.snapshot_offsets import OffsetsFound
+from icesink.model import Offsets, TableRef, WrittenFile
 from icesink.schema import partitioning
 from icesink.schema.evolution import AddColumn, WidenColumn
 from icesink.schema.partitioning import PartitionField
 
+if TYPE_CHECKING:
+    from icesink.batch.plan import TablePlan
+
 log = logging.getLogger(__name__)
-
-JavaObject = Any  # a py4j proxy
-
-_VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
-_OUTCOME_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
-
-
-def _offsets_moved(ref: TableRef, plan: TablePlan, now: Offsets) -> CommitError:
-    tps = sorted(set(plan.batch_tps) | set(now) | set(plan.committed))
-    moved = [tp for tp in tps if now.get(tp) != plan.committed.get(tp)]
-    detail = ", ".join(f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5])
-    return CommitError(
-        f"table {ref}: offsets changed while the batch was written ({detail}); is another job writing "
-        "this table? nothing was committed; the batch is replayed from the table's offsets"
-    )
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    table: TableRef
-    snapshot_id: int
-    files: int
-    records: int
-    delete_files: int = 0
-    deletes: int = 0
 
 
 class IcebergCatalog:
@@ -217,20 +194,15 @@ class IcebergCatalog:
         log.info("table %s: schema change: %s", ref, ", ".join(changes))
         return True
 
-    # ------------------------------------------------------------------ offsets
-
-    def _summaries(self, table: JavaObject) -> Iterator[dict[str, str]]:
-        snap = table.currentSnapshot()
-        while snap is not None:
-            yield dict(snap.summary())
-            parent = snap.parentId()
-            snap = table.snapshot(parent) if parent is not None else None
+    # ------------------------------------------------------------------ offsets and commits
 
     def committed_offsets(self, table: JavaObject) -> Offsets:
         """The table's offsets: those of its newest offset-bearing snapshot (compactions carry none)."""
-        return offsets_codec.latest_offsets(self._summaries(table))
+        return ancestry.committed_offsets(table)
 
-    # ------------------------------------------------------------------ commit
+    def newest_offsets(self, table: JavaObject) -> OffsetsFound[JavaObject] | None:
+        """The table's newest offset-bearing snapshot, its offsets and summary; None when none has any."""
+        return ancestry.newest_offsets(ancestry.of_table(table))
 
     def commit(
         self,
@@ -241,133 +213,8 @@ class IcebergCatalog:
         batch_id: int,
         key_columns: Sequence[str] = (),
     ) -> CommitResult:
-        """ONE snapshot holding `files`, with the table's offsets advanced past this batch: an
-        append, or a RowDelta when there are equality deletes (over `key_columns`).
-
-        The batch was planned against `plan.committed`. If the table moved past those offsets for
-        any topic-partition of this batch in the meantime (another job writing the same topics),
-        committing would double rows: refuse instead.
-        """
-        ref = plan.table
-        table.refresh()
-        now = self.committed_offsets(table)
-        moved = sorted(tp for tp in plan.batch_tps if now.get(tp) != plan.committed.get(tp))
-        if moved:
-            raise _offsets_moved(ref, plan, now)
-        data = [f for f in files if f.content == "data"]
-        deletes = [f for f in files if f.content == "deletes"]
-        if deletes and not key_columns:
-            raise CommitError(f"table {ref}: delete files without key columns")
-        ice = self._jvm.org.apache.iceberg
-        metrics_config = ice.MetricsConfig.forTable(table)
-        io = table.io()
-        spec = table.spec()
-        update = table.newRowDelta() if deletes else table.newAppend()
-        for f in data:
-            builder = (
-                ice.DataFiles.builder(spec)
-                .withPath(f.path)
-                .withFormat(ice.FileFormat.PARQUET)
-                .withFileSizeInBytes(f.file_size)
-                .withMetrics(ice.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path), metrics_config))
-            )
-            if spec.isPartitioned():
-                builder = builder.withPartitionValues(self._jlist(f.partition))
-            data_file = builder.build()
-            if deletes:
-                update.addRows(data_file)
-            else:
-                update.appendFile(data_file)
-        if deletes:
-            schema = table.schema()
-            ids = self._spark.sparkContext._gateway.new_array(self._jvm.int, len(key_columns))  # type: ignore[union-attr]
-            for i, k in enumerate(key_columns):
-                ids[i] = schema.findField(k).fieldId()
-            for f in deletes:
-                builder = (
-                    ice.FileMetadata.deleteFileBuilder(spec)
-                    .ofEqualityDeletes(ids)
-                    .withPath(f.path)
-                    .withFormat(ice.FileFormat.PARQUET)
-                    .withFileSizeInBytes(f.file_size)
-                    .withRecordCount(f.record_count)
-                    .withMetrics(ice.parquet.ParquetUtil.fileMetrics(io.newInputFile(f.path), metrics_config))
-                )
-                if spec.isPartitioned():
-                    builder = builder.withPartition(self._partition(spec, f.partition))
-                update.addDeletes(builder.build())
-        intended = advance(now, plan.next_offsets)
-        for k, v in offsets_codec.summary_properties(intended, query_id, batch_id).items():
-            update.set(k, v)
-        faults.maybe_pause("before-table-commit", batch_id)
-        snapshot_id = self._commit_fenced(table, update, plan, now, intended, query_id, batch_id)
-        return CommitResult(
-            ref,
-            snapshot_id,
-            files=len(data),
-            records=sum(f.record_count for f in data),
-            delete_files=len(deletes),
-            deletes=sum(f.record_count for f in deletes),
-        )
-
-    def _commit_fenced(
-        self,
-        table: JavaObject,
-        update: JavaObject,
-        plan: TablePlan,
-        now: Offsets,
-        intended: Offsets,
-        query_id: str,
-        batch_id: int,
-    ) -> int:
-        """`update.commit()`, valid only on the offsets `now` (see `commit_guard`). Returns the
-        snapshot id. When the outcome is unclear (the catalog's answer was lost, or a re-sent
-        request found its first attempt applied), the table itself says whether this batch landed."""
-        ensure_callback_server_started(self._spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
-        update.validateWith(commit_guard.OffsetsUnchanged(now)).deleteWith(commit_guard.KeepFiles())
-        try:
-            update.commit()
-            return int(table.currentSnapshot().snapshotId())
-        except Py4JJavaError as e:
-            failure = str(e.java_exception.getClass().getName())
-            if failure not in (_VALIDATION_FAILED, _OUTCOME_UNKNOWN):
-                raise
-            cause = e
-        table.refresh()
-        newest = commit_guard.newest_offset_summary(self._summaries(table))
-        if commit_guard.is_our_commit(newest, query_id, batch_id, intended):
-            snapshot = table.currentSnapshot()
-            log.warning(
-                "table %s: the commit of batch %d was not confirmed (%s), but the table holds it; going on",
-                plan.table, batch_id, failure.rsplit(".", 1)[-1],
-            )  # fmt: skip
-            return int(snapshot.snapshotId())
-        if failure == _OUTCOME_UNKNOWN:
-            raise CommitOutcomeUnknownError(
-                f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "
-                "table does not hold it; nothing was committed, the batch is retried"
-            ) from cause
-        raise _offsets_moved(plan.table, plan, self.committed_offsets(table)) from cause
-
-    def _jlist(self, values: Sequence[str | None]) -> JavaObject:
-        out = self._jvm.java.util.ArrayList()
-        for v in values:
-            out.add(v)
-        return out
-
-    def _partition(self, spec: JavaObject, values: Sequence[str | None]) -> JavaObject:
-        # FileMetadata's builder takes no partition strings; a throwaway DataFile parses them the
-        # same way as the data files' builder does.
-        probe = (
-            self._jvm.org.apache.iceberg.DataFiles.builder(spec)
-            .withPath("icesink-partition-probe.parquet")
-            .withFormat(self._jvm.org.apache.iceberg.FileFormat.PARQUET)
-            .withFileSizeInBytes(1)
-            .withRecordCount(1)
-            .withPartitionValues(self._jlist(values))
-            .build()
-        )
-        return probe.partition()
+        """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
+        return commit_batch(self._spark, table, files, plan, query_id, batch_id, key_columns)
 
     # ------------------------------------------------------------------ helpers
 

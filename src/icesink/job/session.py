@@ -61,7 +61,7 @@ def extra_jars(config: Config) -> list[str]:
         return []
     jars = sorted(glob.glob(os.path.join(os.path.expanduser(folder), "*.jar")))
     if not jars:
-        raise ConfigError(f"spark.jars_dir: no jars in {folder} (run `scripts/stack jars`)")
+        raise ConfigError(f"spark.jars_dir: no jars in {folder} (run `dev/stack jars`)")
     return jars
 
 

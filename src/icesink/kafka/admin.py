@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from icesink.config import Config
-from icesink.errors import IcesinkError
+from icesink.errors import KafkaUnavailableError, TopicNotFoundError
 from icesink.model import TopicPartition
 
 
@@ -39,7 +39,9 @@ def watermarks(
             low, high = consumer.get_watermark_offsets(KafkaTP(tp.topic, tp.partition), timeout=timeout_s)
             out[tp] = (low, high)
     except KafkaException as e:
-        raise IcesinkError(f"cannot read offsets from Kafka at {config.kafka.bootstrap_servers}: {e}") from None
+        raise KafkaUnavailableError(
+            f"cannot read offsets from Kafka at {config.kafka.bootstrap_servers}: {e}"
+        ) from None
     finally:
         consumer.close()
     return out
@@ -71,7 +73,7 @@ def subscribed(
     try:
         meta = consumer.list_topics(timeout=timeout_s).topics
     except KafkaException as e:
-        raise IcesinkError(f"cannot list topics at {config.kafka.bootstrap_servers}: {e}") from None
+        raise KafkaUnavailableError(f"cannot list topics at {config.kafka.bootstrap_servers}: {e}") from None
     finally:
         consumer.close()
     wanted = set(topics) if topics else None
@@ -84,7 +86,9 @@ def subscribed(
     if wanted:
         unknown = sorted(wanted - {tp.topic for tp in tps})
         if unknown:
-            raise IcesinkError(f"no topic {', '.join(unknown)} matching kafka.subscribe_pattern {pattern.pattern!r}")
+            raise TopicNotFoundError(
+                f"no topic {', '.join(unknown)} matching kafka.subscribe_pattern {pattern.pattern!r}"
+            )
     return watermarks(config, tps, timeout_s)
 
 

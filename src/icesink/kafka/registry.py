@@ -15,7 +15,7 @@ from typing import Any
 import requests
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from icesink.errors import IcesinkError, RegistryUnavailableError, SchemaNotFoundError
+from icesink.errors import RegistryAuthError, RegistryUnavailableError, SchemaNotFoundError
 
 
 class _TransientError(Exception):
@@ -96,7 +96,7 @@ class SchemaRegistry:
         if resp.status_code >= 500 or resp.status_code == 429:
             raise _TransientError(f"HTTP {resp.status_code}")
         if resp.status_code in (401, 403):
-            raise IcesinkError(f"schema registry {self._s.url} refused the credentials (HTTP {resp.status_code})")
+            raise RegistryAuthError(f"schema registry {self._s.url} refused the credentials (HTTP {resp.status_code})")
         resp.raise_for_status()
         data: dict[str, Any] = resp.json()
         return data

@@ -7,7 +7,7 @@ import datetime as dt
 import os
 from pathlib import Path
 
-from icesink.errors import IcesinkError
+from icesink.errors import CheckpointError
 
 STARTING_SUFFIX = ".starting-offsets.json"
 
@@ -16,7 +16,7 @@ def _local(location: str) -> Path:
     if location.startswith("file://"):
         return Path(location[len("file://") :])
     if "://" in location:
-        raise IcesinkError(
+        raise CheckpointError(
             f"checkpoint {location} is not on the local file system: move it aside with your storage's tools, "
             "then start the job with the printed starting offsets (kafka.starting_offsets)"
         )

@@ -9,8 +9,10 @@ from collections.abc import Sequence
 
 from icesink import __version__
 from icesink.config import load_config
-from icesink.errors import IcesinkError
-from icesink.ops import commands as operations
+from icesink.errors import IcesinkError, JobFailedError
+from icesink.ops.maintain_command import maintain as maintain_tables
+from icesink.ops.offsets import offsets_reset, offsets_show
+from icesink.ops.status import status as show_status
 
 log = logging.getLogger("icesink")
 
@@ -44,7 +46,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"kafka.subscribe_pattern). The tables hold their own offsets, so moving the checkpoint "
                 f"{config.job.checkpoint_location} aside and starting again adds no duplicate."
             )
-        raise IcesinkError(message) from None
+        raise JobFailedError(message) from None
     return 0
 
 
@@ -90,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     offsets_sub = offsets.add_subparsers(dest="offsets_command", required=True)
     show = offsets_sub.add_parser("show", help="per table and topic-partition: committed, earliest, end, lag")
     reading(show)
-    show.set_defaults(func=operations.offsets_show)
+    show.set_defaults(func=offsets_show)
     reset = offsets_sub.add_parser(
         "reset", help="restart the job from the tables' offsets (default) or a chosen point; moves the checkpoint aside"
     )
@@ -104,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--topic", action="append", help="only these topics (repeatable); others: from the tables")
     reset.add_argument("--rewind", action="store_true", help="allow re-ingesting records tables hold (audited)")
     reset.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
-    reset.set_defaults(func=operations.offsets_reset, mode="from-tables")
+    reset.set_defaults(func=offsets_reset, mode="from-tables")
     maintain = sub.add_parser(
         "maintain", help="compact files and equality deletes, expire snapshots, remove orphans; safe while the job runs"
     )
@@ -112,10 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--expire-after", default="3d", help="expire snapshots older than this (the newest "
                           "offset-bearing one always stays), e.g. 12h, 3d")  # fmt: skip
     maintain.add_argument("--orphans-after", default="1d", help="remove unreferenced files older than this")
-    maintain.set_defaults(func=operations.maintain)
+    maintain.set_defaults(func=maintain_tables)
     status = sub.add_parser("status", help="per table: last commit, rows, files, lag, dead letters in the last day")
     reading(status)
-    status.set_defaults(func=operations.status)
+    status.set_defaults(func=show_status)
     return parser
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from icesink.errors import IcesinkError
-from icesink.iceberg import snapshot_offsets as codec
+from icesink.errors import MaintenanceError, UsageError
+from icesink.iceberg.tables import IcebergCatalog
 from icesink.model import TableRef
 
 log = logging.getLogger(__name__)
@@ -44,17 +44,15 @@ def _ts(t: dt.datetime) -> str:
     return t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _offset_snapshot_time(spark: SparkSession, name: str) -> dt.datetime | None:
-    """Commit time of the newest snapshot on the current branch that carries offsets."""
-    rows = spark.sql(
-        f"SELECT h.made_current_at, s.summary FROM {name}.history h JOIN {name}.snapshots s "
-        "ON h.snapshot_id = s.snapshot_id WHERE h.is_current_ancestor ORDER BY h.made_current_at DESC"
-    ).collect()
-    for r in rows:
-        if r.summary and codec.OFFSETS_KEY in r.summary:
-            t: dt.datetime = r.made_current_at
-            return t if t.tzinfo else t.replace(tzinfo=dt.UTC)
-    return None
+def _offset_snapshot_time(spark: SparkSession, catalog: str, ref: TableRef) -> dt.datetime | None:
+    """Commit time of the newest snapshot on the current snapshot's ancestry that carries offsets:
+    the one the job and `offsets show` read the table's offsets from."""
+    iceberg = IcebergCatalog(spark, catalog)
+    table = iceberg.load(ref)
+    found = iceberg.newest_offsets(table) if table is not None else None
+    if found is None:
+        return None
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(milliseconds=int(found.snapshot.timestampMillis()))
 
 
 def maintain_table(
@@ -81,14 +79,14 @@ def maintain_table(
             break
         except Exception as e:
             if attempt == attempts or not any(m in str(e) for m in _CONFLICT_MARKERS):
-                raise IcesinkError(f"table {ref}: compaction failed: {str(e).splitlines()[0]}") from None
+                raise MaintenanceError(f"table {ref}: compaction failed: {str(e).splitlines()[0]}") from None
             log.info(
                 "table %s: compaction conflicted with a concurrent commit, retrying (%d/%d)", ref, attempt, attempts
             )
             time.sleep(min(2.0 * attempt, 10.0))
     now = dt.datetime.now(dt.UTC)
     older_than = now - expire_after
-    keep_from = _offset_snapshot_time(spark, name)
+    keep_from = _offset_snapshot_time(spark, catalog, ref)
     if keep_from is not None and keep_from < older_than:
         older_than = keep_from  # the newest offset-bearing snapshot and all after it stay
     expired_row = spark.sql(
@@ -118,5 +116,5 @@ def parse_age(text: str) -> dt.timedelta:
     """`90m`, `12h`, `3d` -> timedelta."""
     units = {"m": "minutes", "h": "hours", "d": "days"}
     if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
-        raise IcesinkError(f"{text!r} is not an age such as 90m, 12h or 3d")
+        raise UsageError(f"{text!r} is not an age such as 90m, 12h or 3d")
     return dt.timedelta(**{units[text[-1]]: int(text[:-1])})

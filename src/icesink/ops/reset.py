@@ -10,7 +10,7 @@ re-ingest them, the rewind must be asked for, and lowers that table's offsets wi
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -68,6 +68,43 @@ class ResetPlan:
         return out
 
 
+def _target(
+    mode: Mode, held: list[int], earliest: int, end: int, at: int | None, notes: list[str], tp: TopicPartition
+) -> int:
+    """Where `mode` restarts `tp`, before clamping to Kafka's log; `held`: the tables' offsets of `tp`."""
+    if mode is Mode.FROM_TABLES:
+        target = min(held) if held else earliest
+        if held and target < earliest:
+            notes.append(
+                f"{tp}: the tables need offset {target} but Kafka starts at {earliest}; "
+                f"{earliest - target} record(s) were removed by retention before they landed"
+            )
+            return earliest
+        return target
+    if mode is Mode.EARLIEST:
+        return earliest
+    if mode is Mode.LATEST:
+        return end
+    return end if at is None else at
+
+
+def _moves(
+    tables: Mapping[TableRef, Offsets], starting: Mapping[TopicPartition, int]
+) -> tuple[tuple[Rewind, ...], tuple[Skip, ...]]:
+    """Per table and topic-partition: a start below what it holds (a rewind) or above it (a skip)."""
+    rewinds = []
+    skips = []
+    for table, holds in sorted(tables.items()):
+        for tp, off in sorted(holds.items()):
+            if tp not in starting:
+                continue
+            if starting[tp] < off:
+                rewinds.append(Rewind(table, tp, off, starting[tp]))
+            elif starting[tp] > off:
+                skips.append(Skip(table, tp, off, starting[tp]))
+    return tuple(rewinds), tuple(skips)
+
+
 def plan_reset(
     mode: Mode,
     tables: Mapping[TableRef, Offsets],
@@ -80,35 +117,34 @@ def plan_reset(
     notes: list[str] = []
     for tp, (earliest, end) in sorted(marks.items()):
         held = [o[tp] for o in tables.values() if tp in o]
-        if mode is Mode.FROM_TABLES:
-            target = min(held) if held else earliest
-            if held and target < earliest:
-                notes.append(
-                    f"{tp}: the tables need offset {target} but Kafka starts at {earliest}; "
-                    f"{earliest - target} record(s) were removed by retention before they landed"
-                )
-                target = earliest
-        elif mode is Mode.EARLIEST:
-            target = earliest
-        elif mode is Mode.LATEST:
-            target = end
-        else:
-            target = (at_timestamp or {}).get(tp, end)
+        target = _target(mode, held, earliest, end, (at_timestamp or {}).get(tp), notes, tp)
         starting[tp] = max(min(target, end), earliest)
-    rewinds = []
-    skips = []
     if mode is Mode.FROM_TABLES:
         # Tables ahead of the minimum drop what they already hold: nothing is re-ingested.
         return ResetPlan(mode, starting, (), (), tuple(notes))
-    for table, holds in sorted(tables.items()):
-        for tp, off in sorted(holds.items()):
-            if tp not in starting:
-                continue
-            if starting[tp] < off:
-                rewinds.append(Rewind(table, tp, off, starting[tp]))
-            elif starting[tp] > off:
-                skips.append(Skip(table, tp, off, starting[tp]))
-    return ResetPlan(mode, starting, tuple(rewinds), tuple(skips), tuple(notes))
+    rewinds, skips = _moves(tables, starting)
+    return ResetPlan(mode, starting, rewinds, skips, tuple(notes))
+
+
+def with_others_from_tables(
+    plan: ResetPlan, tables: Mapping[TableRef, Offsets], others: Mapping[TopicPartition, tuple[int, int]]
+) -> ResetPlan:
+    """`plan` (for the topics asked for) with the other topic-partitions restarting where the tables
+    are: Spark needs a start for every partition it is assigned."""
+    rest = plan_reset(Mode.FROM_TABLES, tables, others)
+    return ResetPlan(plan.mode, {**rest.starting, **plan.starting}, plan.rewinds, plan.skips, rest.notes + plan.notes)
+
+
+def only_tables(plan: ResetPlan, names: Set[str]) -> ResetPlan:
+    """`plan` rewinding and skipping only the tables named (`--table`); the starts stay, as every
+    table counts for where the job starts."""
+    return ResetPlan(
+        plan.mode,
+        plan.starting,
+        tuple(r for r in plan.rewinds if r.table.name in names),
+        tuple(k for k in plan.skips if k.table.name in names),
+        plan.notes,
+    )
 
 
 def refuse_rewinds(plan: ResetPlan) -> str | None:

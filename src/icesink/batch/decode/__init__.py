@@ -39,7 +39,7 @@ ERROR_TYPE = StructType(
 )
 
 
-class Prepared(Protocol):
+class Inspected(Protocol):
     # The union of the row schemas the batch's records carry.
     schema: StructType
 
@@ -51,10 +51,10 @@ class Prepared(Protocol):
 class Decoder(Protocol):
     def plan_column(self) -> Column | None:
         """A per-record value the batch's planning aggregate collects as a set (e.g. schema ids),
-        so `prepare` need not scan the batch for it again; None when not needed."""
+        so `inspect` need not scan the batch for it again; None when not needed."""
         ...
 
-    def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> Prepared:
+    def inspect(self, records: DataFrame, planned: list[Any] | None = None) -> Inspected:
         """Looks at the batch (schema ids, inferred types) so rows can be parsed. `planned` is
         what the planning aggregate collected from `plan_column` for these records' topics."""
         ...

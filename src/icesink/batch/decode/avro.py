@@ -88,7 +88,7 @@ class _Writer:
     raw: StructType  # what from_avro yields, as is
 
 
-class PreparedAvro:
+class InspectedAvro:
     def __init__(
         self,
         records: DataFrame,
@@ -187,7 +187,7 @@ class AvroDecoder:
         self._registry = registry
         self._envelope = envelope
         self._src = src
-        # What from_avro yields for a writer schema, and the parse expressions (see PreparedAvro):
+        # What from_avro yields for a writer schema, and the parse expressions (see InspectedAvro):
         # both depend on schemas only, so batches with the schemas of an earlier one reuse them.
         self._raw_types: dict[str, StructType] = {}
         self._memo: dict[Any, tuple[Column, list[Column], Column, Column]] = {}
@@ -195,7 +195,7 @@ class AvroDecoder:
     def plan_column(self) -> Column:
         return frame_key(self._src)
 
-    def prepare(self, records: DataFrame, planned: list[Any] | None = None) -> PreparedAvro:
+    def inspect(self, records: DataFrame, planned: list[Any] | None = None) -> InspectedAvro:
         if planned is None:
             planned = [r[0] for r in records.select(frame_key(self._src)).distinct().collect()]
         keys = sorted({bytes(k) for k in planned if k is not None})
@@ -238,4 +238,4 @@ class AvroDecoder:
                     continue
             writers.append(_Writer(k, sid, found.schema, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
-        return PreparedAvro(records, writers, unusable, self._envelope, self._src, self._memo)
+        return InspectedAvro(records, writers, unusable, self._envelope, self._src, self._memo)

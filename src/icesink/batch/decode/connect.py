@@ -28,7 +28,6 @@ Pure over the parsed schema, except the Column builders, which only compose Spar
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +38,6 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     DataType,
-    DateType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -49,10 +47,10 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from icesink.batch.decode import semantic
+from icesink.batch.decode.connect_logical import LOGICAL, Logical
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 PRECISION_PARAMETER = "connect.decimal.precision"
@@ -79,45 +77,12 @@ class ConnectSchemaError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Logical:
-    parse: DataType  # what from_json reads the payload value as
-    result: DataType  # the column type
-    convert: Callable[[Column], Column]
-    checked: bool  # the conversion yields null for a value it cannot take exactly (a dead letter)
-
-
-# What from_json parses each of Debezium's semantic types as; they convert as for Avro
-# (`semantic.CONVERSIONS`), and those that can fail to convert exactly are checked.
-_DEBEZIUM_PARSE: dict[str, DataType] = {
-    "io.debezium.time.Date": IntegerType(),
-    "io.debezium.time.Timestamp": LongType(),
-    "io.debezium.time.MicroTimestamp": LongType(),
-    "io.debezium.time.NanoTimestamp": LongType(),
-    semantic.ZONED_TIMESTAMP: StringType(),  # ISO-8601 with an offset, e.g. 2024-01-02T03:04:05.123456Z
-    "io.debezium.time.Time": IntegerType(),
-    "io.debezium.time.MicroTime": LongType(),
-    semantic.VARIABLE_DECIMAL: StructType([StructField("scale", IntegerType()), StructField("value", BinaryType())]),
-}
-_CHECKED = {semantic.ZONED_TIMESTAMP, semantic.VARIABLE_DECIMAL}
-
-# Logical types whose parse and result types do not depend on parameters.
-_LOGICAL: dict[str, _Logical] = {
-    "org.apache.kafka.connect.data.Date": _Logical(IntegerType(), DateType(), F.date_from_unix_date, False),
-    "org.apache.kafka.connect.data.Time": _Logical(IntegerType(), LongType(), lambda c: c.cast("long") * 1000, False),
-    "org.apache.kafka.connect.data.Timestamp": _Logical(LongType(), TimestampType(), F.timestamp_millis, False),
-    # Not among Avro's conversions (there it stays nanoseconds): micros of the day like Time and MicroTime.
-    "io.debezium.time.NanoTime": _Logical(LongType(), LongType(), lambda c: F.floor(c / 1000).cast("long"), False),
-    **{name: _Logical(parse, *semantic.CONVERSIONS[name], name in _CHECKED) for name, parse in _DEBEZIUM_PARSE.items()},
-}
-
-
-@dataclass(frozen=True)
 class Node:
     """One Connect schema: how its JSON value parses, what column type it becomes, and how."""
 
     parse: DataType
     result: DataType
-    logical: _Logical | None = None
+    logical: Logical | None = None
     default: Any = None  # applied when a required field's value is null
     fields: tuple[tuple[str, Node], ...] = ()  # struct
     element: Node | None = None  # array element, map value
@@ -175,7 +140,7 @@ def _decimal(schema: dict[str, Any]) -> Node:
     def convert(c: Column) -> Column:
         return semantic.exact_decimal(c, F.lit(scale), target)
 
-    return Node(BinaryType(), target, _Logical(BinaryType(), target, convert, True), name=DECIMAL)
+    return Node(BinaryType(), target, Logical(BinaryType(), target, convert, True), name=DECIMAL)
 
 
 def _default_literal(schema: dict[str, Any], result: DataType) -> Any:
@@ -197,33 +162,41 @@ def node(schema: Any, path: str = "") -> Node:
     name = schema.get("name")
     if name == DECIMAL:
         return _decimal(schema)
-    logical = _LOGICAL.get(name) if isinstance(name, str) else None
+    logical = LOGICAL.get(name) if isinstance(name, str) else None
     if logical is not None:
         return Node(logical.parse, logical.result, logical, name=name)
     if kind == "struct":
-        children = []
-        for f in schema.get("fields") or []:
-            fname = f.get("field") if isinstance(f, dict) else None
-            if not isinstance(fname, str):
-                raise ConnectSchemaError(f"struct field without a name{where}")
-            children.append((fname, node(f, f"{path}.{fname}" if path else fname)))
-        parse = StructType([StructField(n, c.parse, True) for n, c in children])
-        result = StructType([StructField(n, c.result, True) for n, c in children])
-        return Node(parse, result, fields=tuple(children), name=name)
+        return _struct(schema, path, where)
     if kind == "array":
         elem = node(schema.get("items"), f"{path}[]")
         return Node(ArrayType(elem.parse, True), ArrayType(elem.result, True), element=elem, name=name)
     if kind == "map":
-        keys = schema.get("keys")
-        if not isinstance(keys, dict) or keys.get("type") != "string" or keys.get("name"):
-            # JsonConverter writes such maps as arrays of [key, value] pairs: no column type fits both.
-            raise ConnectSchemaError(f"map with non-string keys{where}")
-        value = node(schema.get("values"), f"{path}{{}}")
-        return Node(MapType(StringType(), value.parse, True), MapType(StringType(), value.result, True), element=value)
+        return _map(schema, path, where)
     primitive = _PRIMITIVES.get(kind)
     if primitive is None:
         raise ConnectSchemaError(f"unknown Connect type {kind!r}{where}")
     return Node(primitive, primitive, default=_default_literal(schema, primitive), name=name)
+
+
+def _struct(schema: dict[str, Any], path: str, where: str) -> Node:
+    children = []
+    for f in schema.get("fields") or []:
+        fname = f.get("field") if isinstance(f, dict) else None
+        if not isinstance(fname, str):
+            raise ConnectSchemaError(f"struct field without a name{where}")
+        children.append((fname, node(f, f"{path}.{fname}" if path else fname)))
+    parse = StructType([StructField(n, c.parse, True) for n, c in children])
+    result = StructType([StructField(n, c.result, True) for n, c in children])
+    return Node(parse, result, fields=tuple(children), name=schema.get("name"))
+
+
+def _map(schema: dict[str, Any], path: str, where: str) -> Node:
+    keys = schema.get("keys")
+    if not isinstance(keys, dict) or keys.get("type") != "string" or keys.get("name"):
+        # JsonConverter writes such maps as arrays of [key, value] pairs: no column type fits both.
+        raise ConnectSchemaError(f"map with non-string keys{where}")
+    value = node(schema.get("values"), f"{path}{{}}")
+    return Node(MapType(StringType(), value.parse, True), MapType(StringType(), value.result, True), element=value)
 
 
 def parse_schema(text: str) -> ConnectSchema:
@@ -256,52 +229,3 @@ def is_connect_schema(text: str | None) -> bool:
     except ValueError:
         return False
     return isinstance(raw, dict) and isinstance(raw.get("type"), str)
-
-
-# ---------------------------------------------------------------- Spark expressions
-
-
-def convert(col: Column, n: Node) -> Column:
-    """`col` (the payload value parsed as `n.parse`) as `n.result`."""
-    if not n.converts:
-        return col
-    if n.logical is not None:
-        return n.logical.convert(col)
-    if n.default is not None:
-        return F.coalesce(col, F.lit(n.default).cast(n.result))
-    if n.fields:
-        out = [convert(col[name], c).alias(name) for name, c in n.fields]
-        return F.when(col.isNull(), F.lit(None).cast(n.result)).otherwise(F.struct(*out))
-    assert n.element is not None
-    elem = n.element
-    if isinstance(n.parse, MapType):
-        return F.transform_values(col, lambda _, v: convert(v, elem))
-    return F.transform(col, lambda x: convert(x, elem))
-
-
-def lost(raw: Column, converted: Column, n: Node) -> Column | None:
-    """True where a checked conversion (a decimal, a zoned timestamp) left null for a value that
-    was there: such a record is a dead letter, not a row with a null. None when nothing is checked."""
-    if not n.checked:
-        return None
-    if n.logical is not None:
-        return raw.isNotNull() & converted.isNull()
-    if n.fields:
-        parts = [c for name, child in n.fields if (c := lost(raw[name], converted[name], child)) is not None]
-        out = parts[0]
-        for p in parts[1:]:
-            out = out | p
-        return raw.isNotNull() & F.coalesce(out, F.lit(False))
-    assert n.element is not None
-    elem = n.element
-    if isinstance(n.parse, MapType):
-        any_lost = F.exists(
-            F.map_keys(raw),
-            lambda k: F.coalesce(lost(raw[k], converted[k], elem), F.lit(False)),  # type: ignore[arg-type]
-        )
-    else:
-        any_lost = F.exists(
-            F.sequence(F.lit(1), F.greatest(F.size(raw), F.lit(1))),
-            lambda i: F.coalesce(lost(F.get(raw, i - 1), F.get(converted, i - 1), elem), F.lit(False)),  # type: ignore[arg-type]
-        )
-    return raw.isNotNull() & F.coalesce(any_lost, F.lit(False))

@@ -109,34 +109,38 @@ CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
 def semantic_paths(schema_text: str) -> dict[Path, str]:
     """Field paths (record field names from the top) carrying a known `connect.name`."""
     out: dict[Path, str] = {}
-    named: dict[str, Any] = {}
-
-    def walk(t: Any, path: Path) -> None:
-        if isinstance(t, str):
-            t = named.get(t, t)
-        if isinstance(t, list):
-            for branch in t:
-                walk(branch, path)
-            return
-        if not isinstance(t, dict):
-            return
-        name = t.get("connect.name")
-        if name in CONVERSIONS:
-            out[path] = name
-        kind = t.get("type")
-        if kind == "record":
-            named[t.get("name", "")] = t
-            if t.get("namespace"):
-                named[f"{t['namespace']}.{t['name']}"] = t
-            for f in t.get("fields", []):
-                walk(f.get("type"), (*path, f["name"]))
-        elif kind == "array":
-            walk(t.get("items"), path)
-        elif isinstance(kind, (dict, list)):
-            walk(kind, path)
-
-    walk(json.loads(schema_text), ())
+    _walk(json.loads(schema_text), (), {}, out)
     return out
+
+
+def _walk(t: Any, path: Path, named: dict[str, Any], out: dict[Path, str]) -> None:
+    """Records into `out` the semantic fields of Avro type `t` at `path`; `named`: the named types seen so far."""
+    if isinstance(t, str):
+        t = named.get(t, t)
+    if isinstance(t, list):
+        for branch in t:
+            _walk(branch, path, named, out)
+        return
+    if not isinstance(t, dict):
+        return
+    name = t.get("connect.name")
+    if name in CONVERSIONS:
+        out[path] = name
+    kind = t.get("type")
+    if kind == "record":
+        _walk_record(t, path, named, out)
+    elif kind == "array":
+        _walk(t.get("items"), path, named, out)
+    elif isinstance(kind, (dict, list)):
+        _walk(kind, path, named, out)
+
+
+def _walk_record(t: dict[str, Any], path: Path, named: dict[str, Any], out: dict[Path, str]) -> None:
+    named[t.get("name", "")] = t
+    if t.get("namespace"):
+        named[f"{t['namespace']}.{t['name']}"] = t
+    for f in t.get("fields", []):
+        _walk(f.get("type"), (*path, f["name"]), named, out)
 
 
 def converted_type(dtype: DataType, paths: dict[Path, str], path: Path = ()) -> DataType:

@@ -1,0 +1,1 @@
+"""Developer tooling: the local stack's clients (dev.kit), benchmarks and the soak test."""

@@ -1,0 +1,177 @@
+"""Measuring a worker process from outside: its process tree's peak memory (driver JVM, Python
+workers), sampled every 0.2 s, and its results, which it prints as `BENCH {json}` lines; CPU
+seconds of the process tree, taken inside the worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from dev.bench import REPO
+from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
+
+MB = 2**20
+
+
+def emit(**fields: Any) -> None:
+    """A result line of a worker, read by `measure_once`."""
+    print("BENCH " + json.dumps(fields, default=str), flush=True)
+
+
+def tree_cpu() -> float:
+    """CPU seconds of this process and its descendants (driver JVM, Python workers), counting the
+    ones that ended through their parents."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0.0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            t = p.cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def sample_tree(pid: int) -> tuple[int, int, int]:
+    """(driver JVM, Python workers, everything) resident bytes of the process tree under `pid`."""
+    import psutil
+
+    jvm = workers = total = 0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0, 0, 0
+    java_pids = set()
+    for p in procs:
+        try:
+            rss = p.memory_info().rss
+            name = p.name()
+        except psutil.Error:
+            continue
+        total += rss
+        if name == "java":
+            jvm += rss
+            java_pids.add(p.pid)
+    for p in procs:
+        try:
+            if p.name().startswith("python") and any(a.pid in java_pids for a in p.parents()):
+                workers += p.memory_info().rss
+        except psutil.Error:
+            continue
+    return jvm, workers, total
+
+
+@contextmanager
+def peaks_of(pid: int) -> Iterator[list[int]]:
+    """Peak (driver JVM, Python workers, everything) resident bytes while the block runs."""
+    peaks = [0, 0, 0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            for i, v in enumerate(sample_tree(pid)):
+                peaks[i] = max(peaks[i], v)
+            time.sleep(0.2)
+
+    t = threading.Thread(target=sample, daemon=True)
+    t.start()
+    try:
+        yield peaks
+    finally:
+        done.set()
+        t.join()
+
+
+def worker_command(*args: str) -> list[str]:
+    """`python -m dev.bench ARGS` in the repo (the worker imports dev.* and icesink)."""
+    return [sys.executable, "-m", "dev.bench", *args]
+
+
+def wait_for_stack(timeout_s: float = 900) -> None:
+    """Until Kafka, the catalog, S3 and the registry all accept connections (and a few seconds more)."""
+    import socket
+
+    endpoints = [KAFKA, *(urlparse(u).netloc for u in (CATALOG_URI, S3_ENDPOINT, REGISTRY_URL))]
+    deadline = time.monotonic() + timeout_s
+    waited = False
+    while True:
+        down = []
+        for hostport in endpoints:
+            host, _, port = hostport.rpartition(":")
+            try:
+                with socket.create_connection((host, int(port)), timeout=2):
+                    pass
+            except OSError:
+                down.append(hostport)
+        if not down:
+            if waited:
+                time.sleep(10)  # let a restarted service finish starting
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"stack not reachable: {', '.join(down)}")
+        if not waited:
+            print(f"    waiting for {', '.join(down)}", flush=True)
+        waited = True
+        time.sleep(5)
+
+
+def measure_once(name: str, spec_json: str, log: Path) -> dict[str, Any]:
+    """Runs one worker process, sampling its memory; returns its emitted results and peaks."""
+    print(f"[{time.strftime('%H:%M:%S')}] {name} ...", flush=True)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "a") as err:
+        err.write(f"\n===== {name} {spec_json}\n")
+        err.flush()
+        proc = subprocess.Popen(
+            worker_command("worker", spec_json), stdout=subprocess.PIPE, stderr=err, text=True, env=env, cwd=REPO
+        )
+        results = []
+        with peaks_of(proc.pid) as peaks:
+            for line in proc.stdout or []:
+                if not line.startswith("BENCH "):
+                    continue
+                r = json.loads(line[6:])
+                results.append(r)
+                if r["kind"] == "run":
+                    print(
+                        f"    {r['seconds']:7.1f} s  {r['records'] / r['seconds']:>10,.0f} records/s  "
+                        f"{r['records'] / r['cpu']:>9,.0f} records/CPU-s  "
+                        f"({r['rows']:,} rows, {len(r['batches'])} batches)",
+                        flush=True,
+                    )
+            rc = proc.wait()
+    if rc != 0 or not results:
+        raise RuntimeError(f"{name} failed (exit {rc}); see {log}")
+    return {
+        "results": results,
+        "peak_jvm_mb": peaks[0] / MB,
+        "peak_workers_mb": peaks[1] / MB,
+        "peak_mb": peaks[2] / MB,
+    }
+
+
+def measure(name: str, spec_json: str, log: Path, attempts: int = 3) -> dict[str, Any]:
+    """`measure_once`, again (after a pause) when it fails: on a shared machine a service of the
+    stack may be down for a moment (fault-injection tests stop and start them)."""
+    for attempt in range(1, attempts + 1):
+        wait_for_stack()
+        try:
+            return measure_once(name, spec_json, log)
+        except RuntimeError as e:
+            if attempt == attempts:
+                raise SystemExit(str(e)) from None
+            print(f"    {e}; again in 30 s", flush=True)
+            time.sleep(30)
+    raise AssertionError("unreachable")

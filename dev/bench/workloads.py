@@ -1,0 +1,175 @@
+"""The benchmark's input: one ~200-byte event (18 fields with logical types) as Confluent-wire-format
+Avro, as JSON, and as a keyed CDC stream, produced to fresh topics (2 partitions)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+import time
+from decimal import Decimal
+from io import BytesIO
+from typing import Any
+
+from dev.kit.endpoints import KAFKA
+from dev.kit.kafka import SERDE_CONF, registry_client
+
+SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Event",
+    "namespace": "bench.icesink",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "user_id", "type": "long"},
+        {"name": "session", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "event_type", "type": "string"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}},
+        {"name": "currency", "type": "string"},
+        {"name": "country", "type": "string"},
+        {"name": "device", "type": "string"},
+        {"name": "os", "type": "string"},
+        {"name": "app_version", "type": "string"},
+        {"name": "price", "type": "double"},
+        {"name": "quantity", "type": "int"},
+        {"name": "promoted", "type": "boolean"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "page_url", "type": "string"},
+        {"name": "user_agent", "type": "string"},
+    ],
+}
+CDC_SCHEMA: dict[str, Any] = {
+    **SCHEMA,
+    "name": "Change",
+    "fields": [*SCHEMA["fields"], {"name": "op", "type": "string"}],
+}
+BASE = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
+
+
+def event(i: int, key: int | None = None, days: int = 7) -> dict[str, Any]:
+    k = i if key is None else key
+    return {
+        "id": k, "user_id": i % 50_000, "session": f"{i:08x}-0000-4000-8000-{k:012x}",
+        "event_type": ("view", "cart", "purchase")[i % 3], "ts": BASE + dt.timedelta(milliseconds=i),
+        "day": dt.date(2024, 1, 2) + dt.timedelta(days=i % days), "amount": Decimal(i % 100_000) / 100,
+        "currency": "EUR", "country": ("DE", "FR", "JP", "US")[i % 4], "device": "mobile",
+        "os": ("ios", "android")[i % 2], "app_version": "3.14.1", "price": i * 0.25, "quantity": i % 7,
+        "promoted": i % 5 == 0, "note": None if i % 4 else f"note {i}",
+        "page_url": f"https://shop.example.com/catalog/item/{i % 9973}?ref=home",
+        "user_agent": f"Mozilla/5.0 (Linux; Android 14) App/3.14.{i % 10}",
+    }  # fmt: skip
+
+
+def as_json(e: dict[str, Any]) -> bytes:
+    out = dict(e)
+    out["ts"] = int(e["ts"].timestamp() * 1000)
+    out["day"] = e["day"].isoformat()
+    out["amount"] = float(e["amount"])
+    return json.dumps(out, separators=(",", ":")).encode()
+
+
+class AvroWriter:
+    """Confluent wire format: registers the schema under {topic}-value through confluent-kafka's
+    AvroSerializer once, then frames fastavro bodies with its id (the same bytes, faster)."""
+
+    def __init__(self, topic: str, schema: dict[str, Any]) -> None:
+        import fastavro
+        from confluent_kafka.schema_registry.avro import AvroSerializer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        ser = AvroSerializer(registry_client(), json.dumps(schema), conf=SERDE_CONF)
+        sample = event(0) if schema is SCHEMA else {**event(0), "op": "I"}
+        first = ser(sample, SerializationContext(topic, MessageField.VALUE))
+        assert first is not None
+        self.header = first[:5]
+        self.schema_id = int.from_bytes(first[1:5], "big")
+        self._parsed = fastavro.parse_schema(schema)
+        self._write = fastavro.schemaless_writer
+        assert self(sample) == first
+
+    def __call__(self, record: dict[str, Any]) -> bytes:
+        buf = BytesIO()
+        buf.write(self.header)
+        self._write(buf, self._parsed, record)
+        return buf.getvalue()
+
+
+def producer() -> Any:
+    from confluent_kafka import Producer
+
+    return Producer(
+        {
+            "bootstrap.servers": KAFKA,
+            "enable.idempotence": True,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+        }
+    )
+
+
+def send(p: Any, topic: str, value: bytes, key: bytes | None, partition: int) -> None:
+    while True:
+        try:
+            p.produce(topic, value=value, key=key, partition=partition)
+            return
+        except BufferError:  # the local queue is full: let deliveries drain it
+            p.poll(0.2)
+
+
+def cdc_changes(n: int, seed: int) -> list[tuple[int, str]]:
+    """(key, op): 70% inserts of new keys, 25% updates and 5% deletes of skewed existing keys (a
+    tenth of the keys get about half of the updates and deletes)."""
+    rng = random.Random(seed)
+    out: list[tuple[int, str]] = []
+    next_key = 0
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.70 or next_key == 0:
+            out.append((next_key, "I"))
+            next_key += 1
+            continue
+        hot = rng.random() < 0.5
+        key = rng.randrange(max(1, next_key // 10)) if hot else rng.randrange(next_key)
+        out.append((key, "U" if r < 0.95 else "D"))
+    return out
+
+
+def load(topic: str, variant: str, n: int, first: int = 0) -> float:
+    """Produces records first..first+n of a variant; returns the mean value size."""
+    p = producer()
+    size = 0
+    if variant == "cdc":
+        writer = AvroWriter(topic, CDC_SCHEMA)
+        for i, (key, op) in enumerate(cdc_changes(n, seed=7)):
+            v = writer({**event(i, key), "op": op})
+            size += len(v)
+            send(p, topic, v, str(key).encode(), key % 2)
+    else:
+        writer = AvroWriter(topic, SCHEMA)
+        for i in range(first, first + n):
+            e = event(i)
+            v = writer(e) if variant == "avro" else as_json(e)
+            size += len(v)
+            send(p, topic, v, None, i % 2)
+    assert p.flush(120) == 0, f"records to {topic} not delivered"
+    return size / max(n, 1)
+
+
+def produce_steady(topic: str, rate: int, seconds: int) -> None:
+    """`rate` records/s for `seconds`, in 100 ms slices."""
+    p = producer()
+    writer = AvroWriter(topic, SCHEMA)
+    per_slice = max(1, rate // 10)
+    started = time.monotonic()
+    i = 0
+    for s in range(int(seconds * 10)):
+        for _ in range(per_slice):
+            send(p, topic, writer(event(i)), None, i % 2)
+            i += 1
+        p.poll(0)
+        wait = started + (s + 1) / 10 - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+    assert p.flush(60) == 0

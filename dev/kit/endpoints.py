@@ -1,0 +1,13 @@
+"""The local stack's endpoints (`eval "$(dev/stack env)"`), with loopback defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+KAFKA = os.environ.get("ICESINK_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+CATALOG_URI = os.environ.get("ICESINK_CATALOG_URI", "http://127.0.0.1:8181")
+S3_ENDPOINT = os.environ.get("ICESINK_S3_ENDPOINT", "http://127.0.0.1:7070")
+REGISTRY_URL = os.environ.get("ICESINK_REGISTRY_URL", "http://127.0.0.1:8081/apis/ccompat/v7")

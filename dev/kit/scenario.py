@@ -1,0 +1,72 @@
+"""A job config on the local stack, with private topics, namespace and checkpoint."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
+from icesink.config import Config, parse_config
+
+CATALOG = "icesink"
+
+
+@dataclass
+class Scenario:
+    """One test's private topics, namespace and checkpoint, so tests never see each other's data."""
+
+    prefix: str
+    namespace: str
+    checkpoint: Path
+
+    @classmethod
+    def new(cls, tmp_path: Path) -> Scenario:
+        tag = uuid.uuid4().hex[:8]
+        return cls(prefix=f"it{tag}", namespace=f"it_{tag}", checkpoint=tmp_path / "checkpoint")
+
+    def topic(self, name: str) -> str:
+        return f"{self.prefix}_{name}"
+
+    @property
+    def pattern(self) -> str:
+        return re.escape(self.prefix) + "_.*"
+
+    def table(self, name: str) -> str:
+        """The table of topics `topic(name)` (with the daily suffix stripped from `name`)."""
+        return f"{CATALOG}.{self.namespace}.{self.prefix}_{name}"
+
+    def raw_config(self, **overrides: Any) -> dict[str, Any]:
+        raw: dict[str, Any] = {
+            "job": {
+                "name": f"test-{self.prefix}",
+                "checkpoint_location": str(self.checkpoint),
+                "trigger": {"mode": "available-now"},
+            },
+            "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": self.pattern},
+            "catalog": {"name": CATALOG, "uri": CATALOG_URI},
+            "s3": {"endpoint": S3_ENDPOINT},
+            "tables": {"namespace": self.namespace},
+            "spark": {
+                "master": "local[2]",
+                "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+            },
+        }
+        for path, value in overrides.items():
+            node = raw
+            *parents, leaf = path.split(".")
+            for p in parents:
+                node = node.setdefault(p, {})
+            node[leaf] = value
+        return raw
+
+    def config(self, **overrides: Any) -> Config:
+        return parse_config(self.raw_config(**overrides), environ={})
+
+    def write_config(self, path: Path, **overrides: Any) -> Path:
+        path.write_text(yaml.safe_dump(self.raw_config(**overrides)))
+        return path

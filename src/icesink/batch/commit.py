@@ -1,0 +1,59 @@
+"""Step 5, commit: one snapshot per table with its files and new offsets (iceberg/commit.py fences
+it against offsets that moved meanwhile), then the consumer group's progress for Kafka's tools."""
+
+from __future__ import annotations
+
+import logging
+
+from icesink.batch.context import BatchContext
+from icesink.batch.plan import TablePlan
+from icesink.batch.write import Written
+from icesink.config import Config
+from icesink.iceberg.tables import CommitResult, IcebergCatalog, JavaObject
+from icesink.kafka import admin as kafka_offsets
+from icesink.model import PartitionRange, WrittenFile
+from icesink.runtime import faults
+
+log = logging.getLogger(__name__)
+
+
+def commit_batch(
+    ctx: BatchContext, dead: tuple[TablePlan, JavaObject, list[WrittenFile]] | None, written: list[Written],
+    batch_id: int, query_id: str,
+) -> list[CommitResult]:  # fmt: skip
+    """The dead-letter table first (a crash after it loses no dead letter: its offsets make a replay
+    skip those it holds), then each table."""
+    results = []
+    if dead is not None:
+        results.append(commit_table(ctx.catalog, *dead, batch_id, query_id))
+        faults.maybe_kill("after-dead-letters", batch_id, ctx.spark)
+    for w in written:
+        results.append(commit_table(ctx.catalog, w.work.plan, w.work.table, w.files, batch_id, query_id, w.work.keys))
+    return results
+
+
+def commit_table(
+    catalog: IcebergCatalog, plan: TablePlan, table: JavaObject, files: list[WrittenFile], batch_id: int,
+    query_id: str, keys: tuple[str, ...] = (),
+) -> CommitResult:  # fmt: skip
+    """Commits the table's files (an append, or with `keys` a RowDelta) with the plan's offsets."""
+    result = catalog.commit(table, files, plan, query_id, batch_id, keys)
+    deletes = f", {result.deletes} key delete(s) in {result.delete_files} file(s)" if result.delete_files else ""
+    log.info(
+        "batch %d: table %s +%d row(s) in %d file(s)%s, snapshot %d, offsets %s",
+        batch_id, plan.table, result.records, result.files, deletes, result.snapshot_id,
+        ", ".join(f"{tp}->{plan.next_offsets[tp]}" for tp in plan.batch_tps),
+    )  # fmt: skip
+    return result
+
+
+def commit_group(config: Config, ranges: list[PartitionRange], batch_id: int) -> None:
+    """Progress for Kafka's lag tools; a failure here loses nothing (the tables hold the
+    offsets), so it is logged, not raised."""
+    group = config.kafka.consumer_group
+    if not group:
+        return
+    try:
+        kafka_offsets.commit_group(config, group, {r.tp: r.last_offset + 1 for r in ranges})
+    except Exception as e:
+        log.warning("batch %d: could not commit progress to consumer group %s: %s", batch_id, group, e)

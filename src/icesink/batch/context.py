@@ -1,0 +1,53 @@
+"""What every step of a batch works with, built once per job: the config, the catalog, the decoders,
+the routing rules and where executors write. Steps take it (or parts of it) as plain data; none
+reaches back into the handler."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from icesink.batch.decode import Decoder
+from icesink.batch.decode.build import build_decoder, build_key_decoder
+from icesink.batch.route_rules import Router
+from icesink.batch.storage import StorageSettings
+from icesink.config import Config
+from icesink.iceberg.tables import IcebergCatalog
+from icesink.model import TableRef
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    spark: SparkSession
+    config: Config
+    catalog: IcebergCatalog
+    decoder: Decoder  # of record values
+    key_decoder: Decoder | None  # of record keys; None when keys are not decoded or are plain strings
+    router: Router
+    dead_letter_ref: TableRef
+    storage: StorageSettings
+
+    @classmethod
+    def build(cls, spark: SparkSession, config: Config) -> BatchContext:
+        access, secret = config.s3.resolved_keys()
+        storage = StorageSettings(
+            endpoint=config.s3.endpoint,
+            region=config.s3.region,
+            path_style_access=config.s3.path_style_access,
+            access_key_id=access,
+            secret_access_key=secret,
+        )
+        return cls(
+            spark=spark,
+            config=config,
+            catalog=IcebergCatalog(spark, config.catalog.name),
+            decoder=build_decoder(spark, config),
+            key_decoder=build_key_decoder(spark, config),
+            router=Router(config.routing.rules, config.tables.namespace),
+            dead_letter_ref=TableRef(config.tables.namespace, config.decode.dead_letter_table),
+            storage=storage,
+        )
+
+    def table_exists(self, ref: TableRef) -> bool:
+        return self.catalog.load(ref) is not None

@@ -1,0 +1,187 @@
+"""Step 2, decode: one table's records of the batch as rows of the table's (evolved) schema.
+
+Per table: decode the keys, inspect the values (registry ids, inferred JSON types), derive the
+target schema (the table's, plus the batch's new columns, spelled and flattened as the table
+wants), refuse or let through an incompatible schema by policy, parse, and for upsert/changelog
+tables classify each change. Nothing runs on the executors yet: the result is a plan of Spark
+expressions the write step executes.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructField, StructType
+
+from icesink.batch import changes
+from icesink.batch import shape as shaping
+from icesink.batch.changes import ChangeSpec
+from icesink.batch.context import BatchContext
+from icesink.batch.decode import ERROR, ROW, Inspected, no_error
+from icesink.batch.decode.keys import KEY_ERROR, KEY_ROW, decode_keys, string_keys
+from icesink.batch.plan import Collected, TablePlan, keep_condition
+from icesink.batch.route import Targets
+from icesink.batch.shape import FlatColumn
+from icesink.config import IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
+from icesink.errors import ConfigError, SchemaConflictError
+from icesink.iceberg.tables import JavaObject
+from icesink.model import TableRef
+from icesink.schema import evolution as schema_diff
+from icesink.schema import partitioning
+from icesink.schema.partitioning import PartitionField
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TableWork:
+    """One table's share of the batch, decoded: what the later steps create, write and commit."""
+
+    plan: TablePlan
+    table: JavaObject | None  # None until the prepare step creates it
+    target: StructType  # the table's schema once this batch's new columns are added
+    parsed: DataFrame  # the records with ROW and ERROR
+    settings: TableSettings
+    changes: ChangeSpec | None = None  # upsert/changelog tables only
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The equality-delete key columns (upsert/changelog tables), else none."""
+        return self.changes.keys if self.changes is not None else ()
+
+
+def settings_partition(settings: TableSettings) -> list[PartitionField]:
+    return [partitioning.parse_partition_field(p) for p in settings.partition_by]
+
+
+def decode_tables(
+    ctx: BatchContext, targets: Targets, plans: list[tuple[TablePlan, JavaObject | None]], collected: Collected,
+    batch_id: int,
+) -> list[TableWork]:  # fmt: skip
+    """Each planned table's records decoded, but for tables that already hold all of them."""
+    work = []
+    for plan, table in plans:
+        if plan.has_new_records:
+            condition = targets.conditions[plan.table]
+            work.append(decode_table(ctx, targets.source, plan, table, collected, condition))
+        else:
+            log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+    return work
+
+
+def decode_table(
+    ctx: BatchContext, source: DataFrame, plan: TablePlan, table: JavaObject | None, collected: Collected,
+    condition: Column,
+) -> TableWork:  # fmt: skip
+    """The records of `source` the table takes (`condition`) and does not hold yet, decoded."""
+    records = source.where(condition).where(keep_condition(plan.keep_from))
+    current = ctx.catalog.spark_schema(table) if table is not None else StructType([])
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    key_column = ctx.config.decode.key_column
+    key_type: DataType | None = None
+    if ctx.key_decoder is not None:
+        planned_keys = collected.for_topics("key", ctx.key_decoder, plan.topics)
+        records, key_type = decode_keys(records, ctx.key_decoder, key_column, current, planned_keys)
+    elif ctx.config.decode.key_format is KeyFormat.STRING:
+        records, key_type = string_keys(records)
+    inspected = ctx.decoder.inspect(records, collected.for_topics("value", ctx.decoder, plan.topics))
+    nested = _nested(inspected.schema, key_type, key_column, settings)
+    flat, incoming = _incoming(nested, current, settings)
+    target = schema_diff.merged(current, incoming)
+    _check_compatible(plan.table, settings, target, incoming)
+    parsed = _parsed(inspected, nested, target, flat is not None, settings)
+    if key_type is not None:
+        # The key joins the row.
+        parsed = parsed.withColumn(ROW, F.col(ROW).withField(key_column, F.col(KEY_ROW)))
+    if flat is not None:
+        parsed = shaping.flatten(parsed, target, flat)
+    key = F.col(KEY_ROW) if key_type is not None else None
+    key_error = F.col(KEY_ERROR) if key_type is not None else no_error()
+    spec = None
+    if settings.is_cdc and target.fields:
+        spec = _change_spec(ctx, plan.table, settings, table, key_type, target)
+        parsed = changes.classify(parsed, spec, target, key, key_error)
+    elif key_type is not None:
+        # A value error is reported before a key error.
+        parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), key_error))
+    parsed = parsed.drop(KEY_ROW, KEY_ERROR)
+    return TableWork(plan, table, target, parsed, settings, spec)
+
+
+def _nested(values: StructType, key_type: DataType | None, key_column: str, settings: TableSettings) -> StructType:
+    """The batch's row schema as decoded: the values' fields, the key column, and for upsert/changelog
+    tables the key fields the values lack (or a batch of tombstones only), which still become columns."""
+    fields = list(values.fields)
+    if key_type is not None:
+        fields.append(StructField(key_column, key_type))
+    if settings.is_cdc and isinstance(key_type, StructType) and values.fields:
+        have = {f.name for f in fields}
+        keys = set(settings.key_columns) if settings.key_columns else set(key_type.fieldNames())
+        fields += [f for f in key_type.fields if f.name not in have and f.name in keys]
+    return StructType(fields)
+
+
+def _incoming(
+    nested: StructType, current: StructType, settings: TableSettings
+) -> tuple[list[FlatColumn] | None, StructType]:
+    """The batch's columns as the table spells them (flattened, or respelled ignoring case), with the
+    flat columns when the table flattens."""
+    sep = settings.flatten_separator
+    flat = shaping.flat_columns(nested, sep, current, settings.case_insensitive) if sep else None
+    if flat is not None:
+        return flat, StructType([StructField(c.column, c.type, True) for c in flat])
+    if settings.case_insensitive:
+        return None, schema_diff.respelled(nested, current)
+    return None, nested
+
+
+def _parsed(
+    inspected: Inspected, nested: StructType, target: StructType, flat: bool, settings: TableSettings
+) -> DataFrame:
+    # Decoders match names exactly and keep nesting: parse in the batch's spelling and shape.
+    if flat:
+        return inspected.parse(nested)
+    if settings.case_insensitive:
+        parse_target = schema_diff.respelled(target, nested)
+        return shaping.respell(inspected.parse(parse_target), target, parse_target)
+    return inspected.parse(target)
+
+
+def _check_compatible(ref: TableRef, settings: TableSettings, target: StructType, incoming: StructType) -> None:
+    problems = schema_diff.conflicts(target, incoming)
+    if problems and settings.on_incompatible is IncompatiblePolicy.FAIL:
+        raise SchemaConflictError(
+            f"table {ref}: the records' schema cannot evolve the table: {'; '.join(problems)}. Nothing of this "
+            "batch was committed; fix the producer, or set tables.on_incompatible: dead-letter"
+        )
+
+
+def _change_spec(
+    ctx: BatchContext,
+    ref: TableRef,
+    settings: TableSettings,
+    table: JavaObject | None,
+    key_type: DataType | None,
+    target: StructType,
+) -> ChangeSpec:
+    identifiers = ctx.catalog.identifier_columns(table) if table is not None else []
+    key_column = ctx.config.decode.key_column
+    keys = changes.resolve_keys(str(ref), settings.key_columns, identifiers, key_type, key_column, target)
+    fields = ctx.catalog.partition_fields(table) if table is not None else settings_partition(settings)
+    try:
+        partitioning.check_within_keys(fields, keys)
+    except ValueError as e:
+        raise ConfigError(f"table {ref}: {e}") from None
+    names = target.fieldNames()
+    op_column = ctx.config.decode.operation_column
+    if settings.mode is WriteMode.CHANGELOG and op_column not in names:
+        raise ConfigError(
+            f"table {ref}: changelog mode reads the operation from column {op_column}, which its rows "
+            f"do not have; set decode.operation_column, or use tables.mode upsert"
+        )
+    if settings.order_by and settings.order_by not in names:
+        raise ConfigError(f"table {ref}: order_by column {settings.order_by} is not a column of its rows")
+    return ChangeSpec(settings.mode, keys, op_column, key_column, settings.order_by)

@@ -1,0 +1,49 @@
+"""Step 3, prepare: the tables ready for the batch's rows. A missing table is created (format v2,
+with its partitioning, keys and sort order); an existing one gains the batch's new columns, wider
+types and relaxed requirements. Each change is its own metadata commit, before the data commit,
+and a no-op when the batch runs again."""
+
+from __future__ import annotations
+
+import logging
+
+from icesink.batch.context import BatchContext
+from icesink.batch.decode.records import TableWork, settings_partition
+from icesink.errors import ConfigError
+from icesink.iceberg.tables import JavaObject
+from icesink.schema import evolution as schema_diff
+
+log = logging.getLogger(__name__)
+
+
+def ready_tables(ctx: BatchContext, work: list[TableWork]) -> list[TableWork]:
+    """`work` with each table created or evolved, and its schema as it now is; tables no record of
+    the batch decoded for are left out (and not created)."""
+    ready = []
+    for w in work:
+        if w.table is None and not w.target.fields:
+            log.info("table %s: no record of this batch decoded; not created", w.plan.table)
+            continue
+        table = _created(ctx, w) if w.table is None else _evolved(ctx, w, w.table)
+        ready.append(TableWork(w.plan, table, ctx.catalog.spark_schema(table), w.parsed, w.settings, w.changes))
+    return ready
+
+
+def _created(ctx: BatchContext, w: TableWork) -> JavaObject:
+    missing = [c for c in w.settings.sort_by if c not in w.target.fieldNames()]
+    if missing:
+        raise ConfigError(f"table {w.plan.table}: sort_by column(s) {missing} are not columns of its rows")
+    return ctx.catalog.create(
+        w.plan.table, w.target, w.settings.properties, settings_partition(w.settings), w.keys, w.settings.sort_by
+    )
+
+
+def _evolved(ctx: BatchContext, w: TableWork, table: JavaObject) -> JavaObject:
+    # Nothing to do against the schema loaded while planning: no catalog round trip either.
+    have = ctx.catalog.spark_schema(table)
+    add = schema_diff.added_columns(have, w.target)
+    widen = schema_diff.widened_columns(have, w.target)
+    optional = schema_diff.optional_columns(have, w.target)
+    if add or widen or optional:
+        ctx.catalog.evolve(w.plan.table, table, add=add, widen=widen, optional=optional)
+    return table

@@ -1,0 +1,38 @@
+"""Where and how executors reach object storage (S3, or local files in tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow.fs as pafs
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    """Where and how executors reach object storage. Secrets are kept out of repr()."""
+
+    endpoint: str | None = None
+    region: str = "us-east-1"
+    path_style_access: bool = True
+    access_key_id: str | None = field(default=None, repr=False)
+    secret_access_key: str | None = field(default=None, repr=False)
+
+    def filesystem_for(self, uri: str) -> tuple[pafs.FileSystem, str]:
+        """The pyarrow filesystem and in-filesystem path of `uri` (s3://, s3a://, file:// or a local path)."""
+        scheme, sep, rest = uri.partition("://")
+        if not sep or scheme == "file":
+            return pafs.LocalFileSystem(), (rest if sep else uri)
+        if scheme not in ("s3", "s3a", "s3n"):
+            raise ValueError(f"unsupported storage scheme in {uri!r}")
+        kwargs: dict[str, object] = {
+            "region": self.region,
+            "force_virtual_addressing": not self.path_style_access,
+        }
+        if self.endpoint:
+            ep_scheme, _, host = self.endpoint.partition("://")
+            kwargs["endpoint_override"] = host or ep_scheme
+            kwargs["scheme"] = ep_scheme if host else "https"
+        if self.access_key_id and self.secret_access_key:
+            kwargs["access_key"] = self.access_key_id
+            kwargs["secret_key"] = self.secret_access_key
+        return pafs.S3FileSystem(**kwargs), rest

@@ -1,0 +1,224 @@
+"""Step 4, write, the Spark side: each table's good rows (or last change per key) handed to the
+executors' writer (files.py) through `mapInArrow`, which returns one descriptor per file, never rows.
+
+The rows go in the table's column order with their partition values (computed by Iceberg's own
+transform functions), sorted by partition within each task. The same pass counts the table's bad
+records (an Observation), so a table with none needs no dead-letter pass.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pyarrow import schema as pa_schema
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StructType, TimestampNTZType, TimestampType
+
+from icesink.batch import changes
+from icesink.batch.context import BatchContext
+from icesink.batch.decode import ERROR, ROW, good_rows
+from icesink.batch.decode.records import TableWork
+from icesink.batch.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
+from icesink.batch.plan import TablePlan
+from icesink.config import OrderScope
+from icesink.errors import ConfigError, WriteError
+from icesink.iceberg.tables import JavaObject
+from icesink.model import PartitionRange, TableRef, WrittenFile
+from icesink.runtime import faults
+
+
+@dataclass(frozen=True)
+class Written:
+    """A table's files, written and not yet committed."""
+
+    work: TableWork
+    files: list[WrittenFile]
+    bad: Observation  # counted the table's bad records while writing (see `observed_count`)
+
+
+def write_tables(
+    ctx: BatchContext, ready: list[TableWork], ranges: list[PartitionRange], batch_id: int, query_id: str
+) -> list[Written]:
+    """Every table's files, written one table after the other; a failure names the table and its offsets."""
+    written = []
+    for i, w in enumerate(ready):
+        if i:
+            faults.maybe_kill("mid-write", batch_id, ctx.spark)
+        try:
+            written.append(write_table(ctx, w, batch_id, query_id))
+        except Exception as e:
+            raise write_failed(w.plan, ranges, batch_id, e) from e
+    return written
+
+
+def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -> Written:
+    """Writes the table's good rows, counting its bad records in the same pass."""
+    counted = Observation()
+    return Written(w, _write_good(ctx, w, counted, batch_id, query_id), counted)
+
+
+def _write_good(
+    ctx: BatchContext, w: TableWork, counted: Observation, batch_id: int, query_id: str
+) -> list[WrittenFile]:
+    parsed = w.parsed.observe(counted, F.count_if(F.col(ERROR).isNotNull()).alias("bad"))
+    assert w.table is not None  # the prepare step created it
+    if w.changes is None:
+        return write_rows(ctx, good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
+    columns = w.target.fieldNames()
+    good = parsed.where(F.col(ERROR).isNull()).select(
+        *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
+    )
+    last = changes.last_change_per_key(good, w.changes, columns)
+    held = _held_order(ctx, w)
+    if held is None:
+        return write_rows(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
+    # Dynamic partition pruning would trace the join key back through every alias of the
+    # decode (a Connect envelope: thousands of expressions, rewritten at each level) and
+    # exhaust the driver's memory; this join has nothing to prune anyway. The batch's own
+    # session plans it (Spark runs each micro-batch in a clone of the job's session).
+    with _session_conf(good.sparkSession, "spark.sql.optimizer.dynamicPartitionPruning.enabled", "false"):
+        last = changes.skip_older(last, held, w.changes)
+        return write_rows(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
+
+
+def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
+    """The key and `order_by` columns of the rows the table holds (as of the snapshot this batch
+    commits on), when changes are ordered across batches; None when there is nothing to compare."""
+    spec = w.changes
+    if spec is None or spec.order_by is None or w.settings.order_by_scope is not OrderScope.TABLE:
+        return None
+    snapshot = w.table.currentSnapshot() if w.table is not None else None
+    if snapshot is None or spec.order_by not in w.target.fieldNames():
+        return None
+    rows = (
+        ctx.spark.read.format("iceberg")
+        .option("versionAsOf", str(snapshot.snapshotId()))
+        .load(f"{ctx.config.catalog.name}.{w.plan.table}")
+    )
+    return rows.select(*[F.col(f"`{k}`") for k in spec.keys], F.col(f"`{spec.order_by}`").alias(changes.HELD))
+
+
+@contextmanager
+def _session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """`key` set to `value` in the session while the block runs (its queries are planned then)."""
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def write_rows(
+    ctx: BatchContext, rows: DataFrame, table: JavaObject, ref: TableRef, batch_id: int, query_id: str,
+    keys: tuple[str, ...] = (),
+) -> list[WrittenFile]:  # fmt: skip
+    """Writes `rows` (the table's columns; with `keys`, also the change operation) as files."""
+    schema = ctx.catalog.spark_schema(table)
+    # Columns in the table's order; columns another writer added since decoding stay null.
+    have = set(rows.columns)
+    columns = [F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
+    parts = _partition_values(ctx, table, schema)
+    meta = [p.alias(f"__icesink_part_{i}") for i, p in enumerate(parts)]
+    if keys:
+        meta.append(F.col(changes.OP))
+    rows = rows.select(*meta, *[c.alias(f.name) for c, f in zip(columns, schema.fields, strict=True)])
+    if parts:
+        rows = rows.sortWithinPartitions(*[f"__icesink_part_{i}" for i in range(len(parts))])
+    arrow_schema = _arrow_schema(ctx, table)
+    task = WriteTask(
+        table=str(ref),
+        arrow_schema=arrow_schema,
+        data_location=_data_location(table),
+        file_prefix=f"{query_id[:8]}-{batch_id:08d}",
+        batch_id=batch_id,
+        storage=ctx.storage,
+        target_file_size=ctx.config.tables.target_file_size_bytes,
+        partition_columns=len(parts),
+        delete_schema=pa_schema([arrow_schema.field(k) for k in keys]) if keys else None,
+    )
+    return [written_file(r) for r in rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL).collect()]
+
+
+def _partition_values(ctx: BatchContext, table: JavaObject, schema: StructType) -> list[Column]:
+    """Per partition field, the row's partition value as the string Iceberg parses back, computed
+    by Iceberg's own transform functions in Spark."""
+    out = []
+    catalog = ctx.config.catalog.name
+    for f in ctx.catalog.partition_fields(table):
+        source = schema[f.column].dataType
+        if f.transform in ("identity", "truncate") and isinstance(
+            source, TimestampType | TimestampNTZType | BinaryType
+        ):
+            raise ConfigError(
+                f"table {table.name()}: partition field {f} on a {source.simpleString()} column is not supported "
+                "by icesink's writer; use hours/days/bucket"
+            )
+        col = f"`{f.column}`"
+        if f.transform == "identity":
+            expr = F.col(col)
+        elif f.param is not None:
+            expr = F.expr(f"{catalog}.system.{f.transform}({f.param}, {col})")
+        else:
+            expr = F.expr(f"{catalog}.system.{f.transform}s({col})")
+        out.append(expr.cast("string"))
+    return out
+
+
+def _arrow_schema(ctx: BatchContext, table: JavaObject) -> Any:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+    from pyiceberg.schema import Schema
+
+    return schema_to_pyarrow(Schema.model_validate_json(ctx.catalog.schema_json(table)))
+
+
+def _data_location(table: JavaObject) -> str:
+    # The table's location provider decides where data goes (write.data.path, object storage
+    # layout); ask it for a file name and keep the folder.
+    probe = str(table.locationProvider().newDataLocation("icesink-probe"))
+    return probe[: -len("icesink-probe")]
+
+
+def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None:
+    """The count an action observed, or None when Spark did not report it (in time). Spark hands
+    observed metrics over through its listener bus, a moment after the action returns."""
+    future = observation._jo.future() if observation._jo is not None else None
+    deadline = time.monotonic() + wait_s
+    try:
+        while future is not None and not future.isCompleted():
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.005)
+        return int(observation.get["bad"]) if future is not None else None
+    except Exception:
+        return None
+
+
+_CAUSE = re.compile(r"^(?:: )?(?:[\w.]+\.)?(\w+(?:Error|Exception|Invalid): .+)$", re.MULTILINE)
+
+
+def write_failed(plan: TablePlan, ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
+    """The error that ends a batch whose write failed on an executor: the table, its topic-partitions
+    and offsets, the cause in one line (not a JVM stack trace) and what to do."""
+    tps = set(plan.batch_tps)
+    mine = [r for r in ranges if r.tp in tps]
+    where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in mine) or "no records"
+    text = str(e)
+    # The innermost exception line that says what went wrong (a Python worker's error comes last).
+    found = [m for m in _CAUSE.findall(text) if not m.startswith(("Py4JJavaError", "PythonException"))]
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    cause = found[-1].strip() if found else f"{type(e).__name__}: {first}"
+    return WriteError(
+        f"batch {batch_id}: writing table {plan.table} failed ({where}): {cause[:500]}. Nothing of this batch "
+        "was committed; the job runs it again on restart. If it fails again the same way, the cause is in "
+        "these records or the table: fix it, or route them elsewhere, then restart"
+    )

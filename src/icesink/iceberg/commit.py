@@ -1,0 +1,224 @@
+"""The commit of one batch to one table through Iceberg's Java API: ONE snapshot holding the
+batch's data files (an append) or its data and equality delete files (a RowDelta), whose summary
+advances the table's offsets past the batch. It lands only on the offsets the batch was planned
+with (the fence, fence.py); when the catalog's answer is lost, the table itself says whether the
+batch landed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from py4j.protocol import Py4JJavaError
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql import SparkSession
+
+from icesink.errors import CommitError, CommitOutcomeUnknownError
+from icesink.iceberg import ancestry, fence
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.iceberg.jvm import JavaObject, jvm
+from icesink.model import Offsets, TableRef, WrittenFile, advance
+from icesink.runtime import faults
+
+if TYPE_CHECKING:
+    from icesink.batch.plan import TablePlan
+
+log = logging.getLogger(__name__)
+
+_VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
+_OUTCOME_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    table: TableRef
+    snapshot_id: int
+    files: int
+    records: int
+    delete_files: int = 0
+    deletes: int = 0
+
+
+def commit_batch(
+    spark: SparkSession,
+    table: JavaObject,
+    files: Sequence[WrittenFile],
+    plan: TablePlan,
+    query_id: str,
+    batch_id: int,
+    key_columns: Sequence[str] = (),
+) -> CommitResult:
+    """ONE snapshot holding `files`, with the table's offsets advanced past this batch: an
+    append, or a RowDelta when there are equality deletes (over `key_columns`).
+
+    The batch was planned against `plan.committed`. If the table moved past those offsets for
+    any topic-partition of this batch in the meantime (another job writing the same topics),
+    committing would double rows: refuse instead.
+    """
+    ref = plan.table
+    table.refresh()
+    now = ancestry.committed_offsets(table)
+    if any(now.get(tp) != plan.committed.get(tp) for tp in plan.batch_tps):
+        raise _offsets_moved(ref, plan, now)
+    data = [f for f in files if f.content == "data"]
+    deletes = [f for f in files if f.content == "deletes"]
+    if deletes and not key_columns:
+        raise CommitError(f"table {ref}: delete files without key columns")
+    update = _update(spark, table, data, deletes, key_columns)
+    intended = advance(now, plan.next_offsets)
+    for k, v in codec.summary_properties(intended, query_id, batch_id).items():
+        update.set(k, v)
+    faults.maybe_pause("before-table-commit", batch_id)
+    snapshot_id = _commit_fenced(spark, table, update, plan, now, intended, query_id, batch_id)
+    return CommitResult(
+        ref,
+        snapshot_id,
+        files=len(data),
+        records=sum(f.record_count for f in data),
+        delete_files=len(deletes),
+        deletes=sum(f.record_count for f in deletes),
+    )
+
+
+def _offsets_moved(ref: TableRef, plan: TablePlan, now: Offsets) -> CommitError:
+    tps = sorted(set(plan.batch_tps) | set(now) | set(plan.committed))
+    moved = [tp for tp in tps if now.get(tp) != plan.committed.get(tp)]
+    detail = ", ".join(f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5])
+    return CommitError(
+        f"table {ref}: offsets changed while the batch was written ({detail}); is another job writing "
+        "this table? nothing was committed; the batch is replayed from the table's offsets"
+    )
+
+
+def _update(
+    spark: SparkSession,
+    table: JavaObject,
+    data: Sequence[WrittenFile],
+    deletes: Sequence[WrittenFile],
+    key_columns: Sequence[str],
+) -> JavaObject:
+    """The uncommitted snapshot: an append of `data`, or with `deletes` a RowDelta."""
+    described = _Described(spark, table)
+    if not deletes:
+        append = table.newAppend()
+        for f in data:
+            append.appendFile(described.data_file(f))
+        return append
+    delta = table.newRowDelta()
+    for f in data:
+        delta.addRows(described.data_file(f))
+    ids = described.field_ids(key_columns)
+    for f in deletes:
+        delta.addDeletes(described.equality_deletes(f, ids))
+    return delta
+
+
+class _Described:
+    """Iceberg's descriptions of the Parquet files a batch wrote, with the metrics of their footers."""
+
+    def __init__(self, spark: SparkSession, table: JavaObject) -> None:
+        self._spark = spark
+        self._jvm = jvm(spark)
+        self._ice = self._jvm.org.apache.iceberg
+        self._metrics_config = self._ice.MetricsConfig.forTable(table)
+        self._io = table.io()
+        self._spec = table.spec()
+        self._schema = table.schema()
+
+    def _metrics(self, f: WrittenFile) -> JavaObject:
+        return self._ice.parquet.ParquetUtil.fileMetrics(self._io.newInputFile(f.path), self._metrics_config)
+
+    def data_file(self, f: WrittenFile) -> JavaObject:
+        builder = (
+            self._ice.DataFiles.builder(self._spec)
+            .withPath(f.path)
+            .withFormat(self._ice.FileFormat.PARQUET)
+            .withFileSizeInBytes(f.file_size)
+            .withMetrics(self._metrics(f))
+        )
+        if self._spec.isPartitioned():
+            builder = builder.withPartitionValues(self._jlist(f.partition))
+        return builder.build()
+
+    def field_ids(self, columns: Sequence[str]) -> JavaObject:
+        """The field ids of `columns` as a Java int[]."""
+        ids = self._spark.sparkContext._gateway.new_array(self._jvm.int, len(columns))  # type: ignore[union-attr]
+        for i, k in enumerate(columns):
+            ids[i] = self._schema.findField(k).fieldId()
+        return ids
+
+    def equality_deletes(self, f: WrittenFile, ids: JavaObject) -> JavaObject:
+        builder = (
+            self._ice.FileMetadata.deleteFileBuilder(self._spec)
+            .ofEqualityDeletes(ids)
+            .withPath(f.path)
+            .withFormat(self._ice.FileFormat.PARQUET)
+            .withFileSizeInBytes(f.file_size)
+            .withRecordCount(f.record_count)
+            .withMetrics(self._metrics(f))
+        )
+        if self._spec.isPartitioned():
+            builder = builder.withPartition(self._partition(f.partition))
+        return builder.build()
+
+    def _jlist(self, values: Sequence[str | None]) -> JavaObject:
+        out = self._jvm.java.util.ArrayList()
+        for v in values:
+            out.add(v)
+        return out
+
+    def _partition(self, values: Sequence[str | None]) -> JavaObject:
+        # FileMetadata's builder takes no partition strings; a throwaway DataFile parses them the
+        # same way as the data files' builder does.
+        probe = (
+            self._ice.DataFiles.builder(self._spec)
+            .withPath("icesink-partition-probe.parquet")
+            .withFormat(self._ice.FileFormat.PARQUET)
+            .withFileSizeInBytes(1)
+            .withRecordCount(1)
+            .withPartitionValues(self._jlist(values))
+            .build()
+        )
+        return probe.partition()
+
+
+def _commit_fenced(
+    spark: SparkSession,
+    table: JavaObject,
+    update: JavaObject,
+    plan: TablePlan,
+    now: Offsets,
+    intended: Offsets,
+    query_id: str,
+    batch_id: int,
+) -> int:
+    """`update.commit()`, valid only on the offsets `now` (see fence.py). Returns the snapshot id.
+    When the outcome is unclear (the catalog's answer was lost, or a re-sent request found its
+    first attempt applied), the table itself says whether this batch landed."""
+    ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
+    update.validateWith(fence.OffsetsUnchanged(now)).deleteWith(fence.KeepFiles())
+    try:
+        update.commit()
+        return int(table.currentSnapshot().snapshotId())
+    except Py4JJavaError as e:
+        failure = str(e.java_exception.getClass().getName())
+        if failure not in (_VALIDATION_FAILED, _OUTCOME_UNKNOWN):
+            raise
+        cause = e
+    table.refresh()
+    newest = ancestry.newest_offsets(ancestry.of_table(table))
+    if codec.is_our_commit(newest.summary if newest else None, query_id, batch_id, intended):
+        log.warning(
+            "table %s: the commit of batch %d was not confirmed (%s), but the table holds it; going on",
+            plan.table, batch_id, failure.rsplit(".", 1)[-1],
+        )  # fmt: skip
+        return int(table.currentSnapshot().snapshotId())
+    if failure == _OUTCOME_UNKNOWN:
+        raise CommitOutcomeUnknownError(
+            f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "
+            "table does not hold it; nothing was committed, the batch is retried"
+        ) from cause
+    raise _offsets_moved(plan.table, plan, newest.offsets if newest else {}) from cause

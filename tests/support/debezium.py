@@ -1,0 +1,284 @@
+"""Debezium in the tests: change events as Kafka Connect's JsonConverter writes them, and the
+Debezium pipeline of `dev/stack up --with-debezium` (its PostgreSQL, and connectors on its Kafka Connect).
+
+Events are written with the converter's defaults (`schemas.enable=true`, `decimal.format=BASE64`):
+`{"schema": ..., "payload": ...}` keys and values.
+
+A connector registered here captures the listed tables of the stack's database into Kafka topics
+`{topic_prefix}.{schema}.{table}`, in the worker's converters (JSON with `schema`/`payload`).
+Everything else is Debezium's defaults, so the tests see what a user's Debezium produces.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+import psycopg
+import requests
+
+# ---------------------------------------------------------------- change events, as Connect's JSON
+
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def field(column: str, kind: str, optional: bool = True, **extra: Any) -> dict[str, Any]:
+    """A struct field's schema; `name=` in `extra` is a logical type's name."""
+    return {"type": kind, "optional": optional, "field": column, **extra}
+
+
+def decimal_field(column: str, precision: int, scale: int) -> dict[str, Any]:
+    params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
+    return field(column, "bytes", name=DECIMAL, version=1, parameters=params)
+
+
+def decimal_value(text: str, scale: int) -> str:
+    """Connect's Decimal in JSON: base64 of the unscaled value's big-endian two's complement."""
+    unscaled = int(Decimal(text).scaleb(scale))
+    return base64.b64encode(unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)).decode()
+
+
+def struct(name: str, fields: list[dict[str, Any]], optional: bool = False, **extra: Any) -> dict[str, Any]:
+    return {"type": "struct", "fields": fields, "optional": optional, "name": name, **extra}
+
+
+def envelope_schema(prefix: str, row_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    row = struct(f"{prefix}.Value", row_fields, optional=True)
+    source = struct(
+        "io.debezium.connector.postgresql.Source",
+        [field("ts_ms", "int64", optional=False), field("db", "string", optional=False), field("lsn", "int64")],
+        field="source",
+    )
+    return struct(
+        f"{prefix}.Envelope",
+        [
+            {**row, "field": "before"},
+            {**row, "field": "after"},
+            source,
+            field("op", "string", optional=False),
+            field("ts_ms", "int64"),
+        ],
+        version=2,
+    )
+
+
+def key_schema(prefix: str, key_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    return struct(f"{prefix}.Key", key_fields)
+
+
+def wrapped(schema: dict[str, Any], payload: Any) -> bytes:
+    return json.dumps({"schema": schema, "payload": payload}).encode()
+
+
+def change(
+    schema: dict[str, Any], op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, lsn: int
+) -> bytes:
+    source = {"ts_ms": 1_700_000_000_000 + lsn, "db": "shop", "lsn": lsn}
+    return wrapped(schema, {"before": before, "after": after, "source": source, "op": op, "ts_ms": lsn})
+
+
+# ---------------------------------------------------------------- the stack's PostgreSQL and Kafka Connect
+
+POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
+_HTTP_TIMEOUT_S = 30.0
+
+
+class ConnectorError(RuntimeError):
+    """A connector that failed, or did not reach the state waited for in time."""
+
+
+def postgres_dsn() -> str:
+    """The stack's PostgreSQL as a libpq URI (`dev/stack env` exports it; the default is the stack's)."""
+    return os.environ.get("ICESINK_POSTGRES_DSN", "postgresql://icesink@127.0.0.1:5433/icesink")
+
+
+def connect_url() -> str:
+    """The REST API of the stack's Kafka Connect worker, without a trailing slash."""
+    return os.environ.get("ICESINK_CONNECT_URL", "http://127.0.0.1:8083").rstrip("/")
+
+
+def connect_log() -> Path:
+    """The worker's log file, where `dev/stack` writes it."""
+    cache = Path(os.environ.get("ICESINK_CACHE", Path.home() / ".cache" / "icesink"))
+    return Path(os.environ.get("ICESINK_STACK_DIR", cache / "stack")) / "logs" / "connect.log"
+
+
+def pg_exec(sql: str, *params: Any) -> None:
+    """Runs one statement (or, without params, several separated by `;`) in its own autocommit session.
+
+    Placeholders are psycopg's (`%s`); several statements in ONE transaction: `BEGIN; ...; COMMIT`.
+    """
+    with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+        conn.execute(sql, params or None)
+
+
+def pg_query(sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """All rows of one query, as tuples of psycopg's Python values."""
+    with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+        return list(conn.execute(sql, params or None).fetchall())
+
+
+def slot_name(connector: str) -> str:
+    """The replication slot (and, with `_pub`, the publication) of a connector: a valid, unique PostgreSQL slot name."""
+    name = "dbz_" + re.sub(r"[^a-z0-9_]", "_", connector.lower())
+    if len(name) > 59:  # slots: 63 characters at most; leave room for `_pub`
+        name = name[:50] + "_" + hashlib.sha1(connector.encode()).hexdigest()[:8]
+    return name
+
+
+def connector_status(name: str) -> dict[str, Any] | None:
+    """`GET /connectors/{name}/status`, or None when the worker does not know the connector."""
+    response = requests.get(f"{connect_url()}/connectors/{name}/status", timeout=_HTTP_TIMEOUT_S)
+    if response.status_code == 404:
+        return None
+    response.raise_for_status()
+    status: dict[str, Any] = response.json()
+    return status
+
+
+def register_postgres_connector(
+    name: str, topic_prefix: str, tables: list[str], *, timeout_s: float = 90.0, **overrides: str
+) -> None:
+    """Creates (or reconfigures) a Debezium PostgreSQL connector and waits until it and its task are RUNNING.
+
+    `tables` are `schema.table` (regular expressions, as Debezium's `table.include.list`); a name
+    without a schema is in `public`. The replication slot and the publication are named after the
+    connector (`slot_name`), so connectors never share them. Overrides are Debezium or Connect keys:
+    a key with a dot is taken as is, in others `_` stands for `.` (`snapshot_mode="no_data"` is
+    `snapshot.mode`). When the task is RUNNING its slot exists: changes from then on are captured.
+    Raises ConnectorError (status JSON and the tail of the worker's log) when the connector or its
+    task FAILED, or after `timeout_s`.
+    """
+    dsn = urlparse(postgres_dsn())
+    slot = slot_name(name)
+    config = {
+        "connector.class": POSTGRES_CONNECTOR,
+        "tasks.max": "1",
+        "database.hostname": dsn.hostname or "127.0.0.1",
+        "database.port": str(dsn.port or 5432),
+        "database.user": unquote(dsn.username or "icesink"),
+        "database.password": unquote(dsn.password or ""),
+        "database.dbname": dsn.path.lstrip("/") or "icesink",
+        "topic.prefix": topic_prefix,
+        "table.include.list": ",".join(t if "." in t else f"public.{t}" for t in tables),
+        "plugin.name": "pgoutput",
+        "slot.name": slot,
+        "publication.name": f"{slot}_pub",
+        "publication.autocreate.mode": "filtered",
+    }
+    config.update({key if "." in key else key.replace("_", "."): value for key, value in overrides.items()})
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = requests.put(f"{connect_url()}/connectors/{name}/config", json=config, timeout=_HTTP_TIMEOUT_S)
+        if response.ok:
+            break
+        # 409: the worker is rebalancing (e.g. just started); anything else is a bad config.
+        if response.status_code != 409 or time.monotonic() > deadline:
+            raise ConnectorError(
+                f"PUT /connectors/{name}/config: HTTP {response.status_code} {response.text}"
+                f"{_validation_errors(name, config)}"
+            )
+        time.sleep(0.5)
+    _wait_for(name, "RUNNING", deadline, timeout_s)
+    while not pg_query("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", slot):
+        if time.monotonic() > deadline:
+            raise ConnectorError(f"connector {name} is RUNNING but its replication slot {slot} does not exist")
+        time.sleep(0.2)
+
+
+def delete_connector(name: str, *, timeout_s: float = 60.0) -> None:
+    """Deletes a connector with its Connect offsets, replication slot and publication; a missing one is fine.
+
+    The offsets go too (the connector is stopped first, as Connect requires), so a connector
+    registered again under the same name starts afresh, with a snapshot.
+    """
+    deadline = time.monotonic() + timeout_s
+    url = f"{connect_url()}/connectors/{name}"
+    if connector_status(name) is not None:
+        requests.put(f"{url}/stop", timeout=_HTTP_TIMEOUT_S).raise_for_status()
+        _wait_for(name, "STOPPED", deadline, timeout_s)
+        requests.delete(f"{url}/offsets", timeout=_HTTP_TIMEOUT_S).raise_for_status()
+        response = requests.delete(url, timeout=_HTTP_TIMEOUT_S)
+        if response.status_code != 404:
+            response.raise_for_status()
+        # The status topic forgets the connector a moment later (until then: UNASSIGNED, type unknown).
+        while (status := connector_status(name)) is not None:
+            if time.monotonic() > deadline:
+                raise ConnectorError(_describe(name, f"still known {timeout_s:.0f}s after DELETE", status))
+            time.sleep(0.1)
+    slot = slot_name(name)
+    while True:
+        # A stopped task may hold the slot a moment longer; end its walsender, then drop.
+        rows = pg_query("SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", slot)
+        if not rows:
+            break
+        try:
+            if rows[0][0] is not None:
+                pg_exec("SELECT pg_terminate_backend(%s)", rows[0][0])
+            pg_exec("SELECT pg_drop_replication_slot(%s)", slot)
+            break
+        except psycopg.errors.UndefinedObject:  # gone meanwhile
+            break
+        except psycopg.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    pg_exec(f'DROP PUBLICATION IF EXISTS "{slot}_pub"')
+
+
+def _wait_for(name: str, state: str, deadline: float, timeout_s: float) -> None:
+    """Until the connector and all its tasks are in `state` (RUNNING: at least one task; STOPPED: none).
+
+    A FAILED connector or task ends a wait for RUNNING at once; a stopped FAILED one becomes STOPPED.
+    """
+    status: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        status = connector_status(name)
+        if status is not None:
+            states = [status["connector"]["state"]] + [task["state"] for task in status["tasks"]]
+            if state == "RUNNING" and "FAILED" in states:
+                raise ConnectorError(_describe(name, "FAILED", status))
+            tasks_ready = bool(status["tasks"]) if state == "RUNNING" else not status["tasks"]
+            if tasks_ready and all(s == state for s in states):
+                return
+        time.sleep(0.25)
+    raise ConnectorError(_describe(name, f"not {state} after {timeout_s:.0f}s", status))
+
+
+def _validation_errors(name: str, config: dict[str, str]) -> str:
+    """The config's errors as Connect's validate endpoint lists them, one a line (or nothing).
+
+    Connect 4.1 answers a PUT of an invalid Debezium config with HTTP 500 and a NullPointerException
+    (AbstractHerder.maybeAddConfigErrors expects a value for every key of the connector's ConfigDef,
+    and Debezium's validate() does not return one for all), not with the errors.
+    """
+    try:
+        response = requests.put(
+            f"{connect_url()}/connector-plugins/{config['connector.class']}/config/validate",
+            json={**config, "name": name},
+            timeout=_HTTP_TIMEOUT_S,
+        )
+        configs = response.json()["configs"] if response.ok else []
+    except (requests.RequestException, ValueError, KeyError):
+        return ""
+    errors = [f"\n  {c['value']['name']}: {e}" for c in configs if c.get("value") for e in c["value"]["errors"]]
+    return "\nvalidation errors:" + "".join(errors) if errors else ""
+
+
+def _describe(name: str, what: str, status: dict[str, Any] | None, log_lines: int = 40) -> str:
+    try:
+        tail = "".join(connect_log().read_text(errors="replace").splitlines(keepends=True)[-log_lines:])
+    except OSError as exc:
+        tail = f"(no worker log: {exc})\n"
+    return (
+        f"connector {name}: {what}\nstatus: {json.dumps(status, indent=2)}\n"
+        f"last {log_lines} lines of {connect_log()}:\n{tail}"
+    )

@@ -1,0 +1,50 @@
+"""Record values and job settings shared by several test modules: Avro values, CDC streams."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from pyspark.sql import SparkSession
+
+from dev.kit.changes import Change
+from dev.kit.endpoints import REGISTRY_URL
+from dev.kit.kafka import SERDE_CONF, registry_client
+from dev.kit.scenario import Scenario
+
+
+def serializer(schema: dict[str, Any]) -> AvroSerializer:
+    return AvroSerializer(registry_client(), json.dumps(schema), conf=SERDE_CONF)
+
+
+def avro_values(topic: str, schema: dict[str, Any], items: list[dict[str, Any]]) -> list[bytes]:
+    """Confluent-framed Avro values of `items`, the schema registered as {topic}-value."""
+    ser = serializer(schema)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return [ser(item, ctx) for item in items]
+
+
+def avro_config(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
+    return {"decode.format": "avro", "decode.registry": {"url": REGISTRY_URL}, **overrides}
+
+
+def cdc_config(**more: Any) -> dict[str, Any]:
+    """Changelog tables fed by JSON keys and values whose `op` column says insert, update or delete."""
+    return {
+        "decode.key_format": "json",
+        "decode.operation_column": "op",
+        "tables.mode": "changelog",
+        **more,
+    }
+
+
+def records(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
+    return [(c.kafka_key(), c.kafka_value(), c.partition) for c in changes]
+
+
+def table_state(spark: SparkSession, table: str) -> tuple[dict[int, int], int]:
+    """id -> v of the table's rows, and the row count (which exceeds the ids when a key is doubled)."""
+    rows = spark.sql(f"SELECT id, v FROM {table}").collect()
+    return {r.id: r.v for r in rows}, len(rows)
