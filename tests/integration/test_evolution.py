@@ -169,3 +169,17 @@ def test_case_insensitive_and_flattened_columns(spark: SparkSession, scenario: S
     }
     got = spark.sql(f"SELECT Id, Meta_OS, Meta_cpu_cores, meta_cpu_arch, extra FROM {table} ORDER BY Id").collect()
     assert [tuple(r) for r in got] == [(1, "linux", 4, None, None), (2, "mac", 8, "arm", True)]
+
+    # A batch where cores is a number in one record and text in another: the batch's type (string)
+    # conflicts with the flat column's (bigint). What converts is written, the rest is a dead letter.
+    produce(topic, [{"Id": 3, "Meta": {"cpu": {"cores": 16}}}, {"Id": 4, "Meta": {"cpu": {"cores": "many"}}}])
+    Job(spark, scenario.config(**options)).run()
+    got = spark.sql(f"SELECT Id, Meta_cpu_cores FROM {table} WHERE Id > 2").collect()
+    assert [tuple(r) for r in got] == [(3, 16)]
+    letters = spark.sql(
+        f"SELECT offset, stage, error_class, error_message FROM icesink.{scenario.namespace}.dead_letters "
+        f"WHERE topic = '{topic}'"
+    ).collect()
+    assert [tuple(r) for r in letters] == [
+        (3, "convert", "IncompatibleType", "field Meta.cpu.cores is string, column Meta_cpu_cores is bigint")
+    ]
