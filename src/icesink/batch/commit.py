@@ -8,9 +8,8 @@ import logging
 from icesink.batch.context import BatchContext
 from icesink.batch.plan import TablePlan
 from icesink.batch.write import Written
-from icesink.config import Config
 from icesink.iceberg.tables import CommitResult, IcebergCatalog, JavaObject
-from icesink.kafka import admin as kafka_offsets
+from icesink.kafka.admin import GroupProgress
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
 
@@ -47,13 +46,12 @@ def commit_table(
     return result
 
 
-def commit_group(config: Config, ranges: list[PartitionRange], batch_id: int) -> None:
+def commit_group(progress: GroupProgress | None, ranges: list[PartitionRange], batch_id: int) -> None:
     """Progress for Kafka's lag tools; a failure here loses nothing (the tables hold the
     offsets), so it is logged, not raised."""
-    group = config.kafka.consumer_group
-    if not group:
+    if progress is None:
         return
     try:
-        kafka_offsets.commit_group(config, group, {r.tp: r.last_offset + 1 for r in ranges})
+        progress.commit({r.tp: r.last_offset + 1 for r in ranges})
     except Exception as e:
-        log.warning("batch %d: could not commit progress to consumer group %s: %s", batch_id, group, e)
+        log.warning("batch %d: could not commit progress to consumer group %s: %s", batch_id, progress.group, e)

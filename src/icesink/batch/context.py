@@ -14,6 +14,7 @@ from icesink.batch.route_rules import Router
 from icesink.batch.storage import StorageSettings
 from icesink.config import Config
 from icesink.iceberg.tables import IcebergCatalog
+from icesink.kafka.admin import GroupProgress
 from icesink.model import TableRef
 
 
@@ -27,6 +28,7 @@ class BatchContext:
     router: Router
     dead_letter_ref: TableRef
     storage: StorageSettings
+    group_progress: GroupProgress | None  # kafka.consumer_group's progress; None when not set
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
@@ -47,6 +49,7 @@ class BatchContext:
             router=Router(config.routing.rules, config.tables.namespace),
             dead_letter_ref=TableRef(config.tables.namespace, config.decode.dead_letter_table),
             storage=storage,
+            group_progress=GroupProgress(config, group) if (group := config.kafka.consumer_group) else None,
         )
 
     def table_exists(self, ref: TableRef) -> bool:

@@ -42,6 +42,11 @@ class BatchHandler:
         # Called with each handled batch's step timings (also logged at INFO).
         self.on_timings: Callable[[BatchTimings], None] | None = None
 
+    def close(self) -> None:
+        """Releases what the handler keeps between batches (the consumer group's client)."""
+        if self._ctx.group_progress is not None:
+            self._ctx.group_progress.close()
+
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commits one micro-batch. The steps, in order:
 
@@ -149,7 +154,7 @@ class BatchHandler:
             batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
             len(results), timings.total,
         )  # fmt: skip
-        commit_group(ctx.config, ranges, batch_id)
+        commit_group(ctx.group_progress, ranges, batch_id)
         timings.lap("group")
         timings.records = sum(r.records for r in ranges)
         log.info("%s", timings.line())

@@ -105,3 +105,5 @@ class Job:
         except KeyboardInterrupt:
             log.info("interrupted, stopping the query")
             query.stop()
+        finally:
+            self.handler.close()

@@ -47,16 +47,35 @@ def watermarks(
     return out
 
 
-def commit_group(config: Config, group: str, offsets: Mapping[TopicPartition, int], timeout_s: float = 10) -> None:
-    """Commits `offsets` (next offsets to read) for `group`, so Kafka's lag tools see the job."""
-    from confluent_kafka import Consumer
-    from confluent_kafka import TopicPartition as KafkaTP
+class GroupProgress:
+    """Commits the job's progress (next offsets to read) to a consumer group, so Kafka's lag tools
+    see the job. One client for the job's life: a client per batch paid its connection set-up and
+    group coordinator lookup every batch. A client whose commit failed is dropped and made anew."""
 
-    consumer = Consumer(client_config(config, **{"group.id": group, "enable.auto.commit": "false"}))
-    try:
-        consumer.commit(offsets=[KafkaTP(tp.topic, tp.partition, o) for tp, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
+    def __init__(self, config: Config, group: str) -> None:
+        self._config = config
+        self.group = group
+        self._consumer: Any = None
+
+    def commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        from confluent_kafka import Consumer
+        from confluent_kafka import TopicPartition as KafkaTP
+
+        if self._consumer is None:
+            settings = client_config(self._config, **{"group.id": self.group, "enable.auto.commit": "false"})
+            self._consumer = Consumer(settings)
+        try:
+            self._consumer.commit(
+                offsets=[KafkaTP(tp.topic, tp.partition, o) for tp, o in offsets.items()], asynchronous=False
+            )
+        except Exception:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
 
 
 def subscribed(
