@@ -25,6 +25,7 @@ out (an outage) and which end it (the data, the config, a fenced commit) is deci
       RegistryUnavailableError   the Schema Registry kept failing
       RegistryAuthError          the Schema Registry refused the credentials
       MaintenanceError           a maintenance procedure failed
+      TableReadError             a table's files could not be read (the CLI's live row count)
       JobFailedError             the streaming query ended for a cause that is not ours
 """
 
@@ -112,6 +113,10 @@ class CatalogUnavailableError(IcesinkError):
 
 class MaintenanceError(IcesinkError):
     """A maintenance procedure (compaction, expiry, orphan removal) failed on a table."""
+
+
+class TableReadError(IcesinkError):
+    """A table's data or delete files could not be read (`icesink status` counting live rows)."""
 
 
 class JobFailedError(IcesinkError):

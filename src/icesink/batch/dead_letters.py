@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import ERROR
-from icesink.batch.plan import TablePlan, keep_condition, plan_loaded
+from icesink.batch.plan import TablePlan, keep_condition, load_and_plan
 from icesink.batch.write import Written, observed_count, write_rows
 from icesink.errors import DecodeError
 from icesink.iceberg.tables import JavaObject
@@ -71,7 +71,7 @@ def write_dead_letters(
         return None
     letters = reduce(lambda a, b: a.unionByName(b), [rows(records, t, batch_id, query_id) for t, records in todo])
     ref = ctx.dead_letter_ref
-    plan, table = plan_loaded(ctx, ref, ranges)
+    plan, table = load_and_plan(ctx, ref, ranges)
     letters = letters.where(keep_condition(plan.keep_from))
     if table is None:
         # Created on first use only: check cheaply whether this batch has any dead letter.

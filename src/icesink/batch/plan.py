@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from icesink.errors import DecodeError, OffsetsError
-from icesink.kafka import admin as kafka_offsets
+from icesink.errors import OffsetsError, RoutingError
+from icesink.kafka import admin
 from icesink.model import PartitionRange, TableRef, TopicPartition, advance
 
 if TYPE_CHECKING:
@@ -116,21 +116,23 @@ def plan_tables(
         ranges = table_ranges[ref]
         if ref == ctx.dead_letter_ref:
             topics = sorted({r.tp.topic for r in ranges})
-            raise DecodeError(
+            raise RoutingError(
                 f"topics {topics} route to the dead-letter table {ref}; rename it (decode.dead_letter_table)"
             )
-        plans.append(plan_loaded(ctx, ref, sorted(ranges, key=lambda r: r.tp)))
+        plans.append(load_and_plan(ctx, ref, sorted(ranges, key=lambda r: r.tp)))
     return plans
 
 
-def plan_loaded(ctx: BatchContext, ref: TableRef, ranges: list[PartitionRange]) -> tuple[TablePlan, JavaObject | None]:
+def load_and_plan(
+    ctx: BatchContext, ref: TableRef, ranges: list[PartitionRange]
+) -> tuple[TablePlan, JavaObject | None]:
     """The table's plan against the offsets it has committed; refuses a Kafka log that ends below them."""
     table = ctx.catalog.load(ref)
     committed = ctx.catalog.committed_offsets(table) if table is not None else {}
     plan = plan_table(ref, ranges, committed)
     if plan.keep_from:
         # A replay, a reset, or a topic recreated under the same name: only Kafka can tell.
-        ends = {tp: end for tp, (_, end) in kafka_offsets.watermarks(ctx.config, plan.keep_from).items()}
+        ends = {tp: end for tp, (_, end) in admin.watermarks(ctx.config, plan.keep_from).items()}
         behind = log_behind_table(committed, ends)
         if behind:
             detail = "; ".join(

@@ -11,7 +11,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode.records import TableWork, settings_partition
 from icesink.errors import ConfigError
 from icesink.iceberg.tables import JavaObject
-from icesink.schema import evolution as schema_diff
+from icesink.schema import evolution
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,9 @@ def _created(ctx: BatchContext, w: TableWork) -> JavaObject:
 def _evolved(ctx: BatchContext, w: TableWork, table: JavaObject) -> JavaObject:
     # Nothing to do against the schema loaded while planning: no catalog round trip either.
     have = ctx.catalog.spark_schema(table)
-    add = schema_diff.added_columns(have, w.target)
-    widen = schema_diff.widened_columns(have, w.target)
-    optional = schema_diff.optional_columns(have, w.target)
+    add = evolution.added_columns(have, w.target)
+    widen = evolution.widened_columns(have, w.target)
+    optional = evolution.optional_columns(have, w.target)
     if add or widen or optional:
         ctx.catalog.evolve(w.plan.table, table, add=add, widen=widen, optional=optional)
     return table

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import AtomicType, DataType, StructType
 
 from icesink.batch.decode import ERROR, ROW, error
-from icesink.schema import evolution as schema_diff
+from icesink.schema import evolution
 
 
 def respell(parsed: DataFrame, target: StructType, parse_target: StructType) -> DataFrame:
@@ -36,7 +36,7 @@ class FlatColumn:
 
 def flat_columns(nested: StructType, separator: str, table: StructType, case_insensitive: bool) -> list[FlatColumn]:
     """The leaves of `nested` as the table's flat columns (matched ignoring case if asked)."""
-    leaves = schema_diff.flattened(nested, separator)
+    leaves = evolution.flattened(nested, separator)
     names = [name for name, _, _, _ in leaves]
     if case_insensitive:
         spelled = {f.name.lower(): f.name for f in table.fields}
@@ -61,7 +61,7 @@ def flatten(parsed: DataFrame, target: StructType, columns: list[FlatColumn]) ->
         if c.type == f.dataType:
             fields.append(value.alias(f.name))
             continue
-        if schema_diff.fits(c.type, f.dataType):
+        if evolution.fits(c.type, f.dataType):
             fields.append(value.try_cast(f.dataType).alias(f.name))
             continue
         converted, failed = _conflicting(value, c, f.name, f.dataType)

@@ -42,7 +42,7 @@ class CommitResult:
     deletes: int = 0
 
 
-def commit_batch(
+def commit_files(
     spark: SparkSession,
     table: JavaObject,
     files: Sequence[WrittenFile],

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from icesink.config import Config
-from icesink.errors import CatalogUnavailableError, IcesinkError, TableNotFoundError
+from icesink.errors import CatalogUnavailableError, IcesinkError, TableNotFoundError, TableReadError
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.live_rows import UnsupportedFileError, count_live_rows
 from icesink.model import Offsets, TableRef
@@ -104,7 +104,7 @@ def state_of(ref: TableRef, table: Any, live: bool = False) -> TableState:
         except IcesinkError:
             raise
         except Exception as e:
-            raise IcesinkError(f"table {ref}: cannot count its live rows: {e}") from None
+            raise TableReadError(f"table {ref}: cannot count its live rows: {e}") from None
     return TableState(
         table=ref,
         offsets=found.offsets if found is not None else {},

@@ -18,7 +18,7 @@ from pyspark.sql.types import StructField, StructType
 from icesink.errors import CommitError
 from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult as CommitResult
-from icesink.iceberg.commit import commit_batch
+from icesink.iceberg.commit import commit_files
 from icesink.iceberg.jvm import JavaObject as JavaObject
 from icesink.iceberg.jvm import jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
@@ -214,7 +214,7 @@ class IcebergCatalog:
         key_columns: Sequence[str] = (),
     ) -> CommitResult:
         """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
-        return commit_batch(self._spark, table, files, plan, query_id, batch_id, key_columns)
+        return commit_files(self._spark, table, files, plan, query_id, batch_id, key_columns)
 
     # ------------------------------------------------------------------ helpers
 

@@ -9,7 +9,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from icesink.batch.handler import BatchHandler
 from icesink.config import Config, TriggerMode
-from icesink.kafka import admin as kafka_offsets
+from icesink.kafka import admin
 from icesink.ops import checkpoints
 from icesink.ops import reset as reset_plan
 
@@ -60,7 +60,7 @@ class Job:
         if checkpoints.has_progress(location):
             checkpoints.mark_applied(location)  # left over from a run that already started from it
             return None
-        current = sorted(kafka_offsets.subscribed(self.config))
+        current = sorted(admin.subscribed(self.config))
         starting = reset_plan.complete(reset_plan.parse_spark_json(saved), current)
         log.info("starting from the offsets of `icesink offsets reset` (%s)", checkpoints.starting_file(location))
         return reset_plan.ResetPlan(reset_plan.Mode.FROM_TABLES, starting).spark_json()

@@ -11,7 +11,7 @@ from icesink.config import load_config
 
 
 def maintain(args: argparse.Namespace) -> int:
-    from icesink.iceberg import pyiceberg as table_state
+    from icesink.iceberg import pyiceberg
     from icesink.ops import maintain as maintenance
     from icesink.ops import reports
 
@@ -19,7 +19,7 @@ def maintain(args: argparse.Namespace) -> int:
     namespace = args.namespace or config.tables.namespace
     expire_after = maintenance.parse_age(args.expire_after)
     orphans_after = maintenance.parse_age(args.orphans_after)
-    refs = [ref for ref, _ in table_state.tables(table_state.catalog_for(config), namespace, args.table or None)]
+    refs = [ref for ref, _ in pyiceberg.tables(pyiceberg.catalog_for(config), namespace, args.table or None)]
     from icesink.job.session import build_session
 
     spark = build_session(config)

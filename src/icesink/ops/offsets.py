@@ -18,26 +18,25 @@ from typing import Any
 
 from icesink.config import Config, load_config
 from icesink.errors import ResetRefusedError, TableNotFoundError, TopicNotFoundError, UsageError
-from icesink.model import Offsets, TableRef, TopicPartition
+from icesink.model import Offsets, TableRef
 from icesink.ops import checkpoints
 from icesink.ops import reset as reset_plan
-
-Marks = dict[TopicPartition, tuple[int, int]]
+from icesink.ops.reports import Marks
 
 
 def read_states(args: argparse.Namespace, live: bool = False) -> tuple[Config, Any, list[Any], Marks]:
     """The config, the catalog (PyIceberg), each table's state and Kafka's watermarks; `live`
     counts live rows (reads the key columns of tables with delete files)."""
-    from icesink.iceberg import pyiceberg as table_state
-    from icesink.kafka import admin as kafka_offsets
+    from icesink.iceberg import pyiceberg
+    from icesink.kafka import admin
 
     config = load_config(args.config)
     namespace = args.namespace or config.tables.namespace
-    catalog = table_state.catalog_for(config)
-    loaded = table_state.tables(catalog, namespace, args.table or None)
-    states = [table_state.state_of(ref, t, live=live) for ref, t in loaded]
+    catalog = pyiceberg.catalog_for(config)
+    loaded = pyiceberg.tables(catalog, namespace, args.table or None)
+    states = [pyiceberg.state_of(ref, t, live=live) for ref, t in loaded]
     tps = {tp for s in states for tp in s.offsets}
-    marks = kafka_offsets.watermarks(config, sorted(tps))
+    marks = admin.watermarks(config, sorted(tps))
     return config, catalog, states, marks
 
 
@@ -64,14 +63,14 @@ def offsets_show(args: argparse.Namespace) -> int:
 
 
 def offsets_reset(args: argparse.Namespace) -> int:
-    from icesink.kafka import admin as kafka_offsets
+    from icesink.kafka import admin
 
     # Every table counts for where to start (from-tables is the lowest offset ANY table needs);
     # --table only limits which tables a rewind lowers.
     only = set(args.table or [])
     args.table = None
     config, catalog, states, _ = read_states(args)
-    marks = kafka_offsets.subscribed(config)
+    marks = admin.subscribed(config)
     held = {s.table: s.offsets for s in states}
     _check_names(args, config, marks, held, only)
     plan = _plan(args, config, marks, held, only)
@@ -112,14 +111,14 @@ def _timestamp_ms(text: str) -> int:
 def _plan(
     args: argparse.Namespace, config: Config, marks: Marks, held: Mapping[TableRef, Offsets], only: set[str]
 ) -> reset_plan.ResetPlan:
-    from icesink.kafka import admin as kafka_offsets
+    from icesink.kafka import admin
 
     chosen = set(args.topic or [])
     mode = reset_plan.Mode("timestamp" if args.to_timestamp else args.mode)
     selected = {tp: m for tp, m in marks.items() if not chosen or tp.topic in chosen}
     at = None
     if mode is reset_plan.Mode.TIMESTAMP:
-        at = kafka_offsets.offsets_for_time(config, selected, _timestamp_ms(args.to_timestamp))
+        at = admin.offsets_for_time(config, selected, _timestamp_ms(args.to_timestamp))
     plan = reset_plan.plan_reset(mode, held, selected, at)
     if chosen:
         others = {tp: m for tp, m in marks.items() if tp not in selected}
@@ -152,7 +151,7 @@ def _print_plan(args: argparse.Namespace, plan: reset_plan.ResetPlan, marks: Mar
 
 def _apply(config: Config, catalog: Any, plan: reset_plan.ResetPlan, held: Mapping[TableRef, Offsets]) -> None:
     """Lowers the rewound tables' offsets, moves the checkpoint aside, writes the starting offsets."""
-    from icesink.iceberg import pyiceberg as table_state
+    from icesink.iceberg import pyiceberg
 
     location = config.job.checkpoint_location
     checkpoints.ensure_local(location)  # before anything changes
@@ -168,10 +167,8 @@ def _apply(config: Config, catalog: Any, plan: reset_plan.ResetPlan, held: Mappi
             "from": {str(r.tp): r.held for r in rws},
             "to": {str(r.tp): r.target for r in rws},
         }
-        snapshot = table_state.commit_rewind(table, plan.lowered(ref, held[ref]), audit)
-        print(
-            f"table {ref}: offsets lowered in snapshot {snapshot} (audit in {table_state.REWIND_KEY})", file=sys.stderr
-        )
+        snapshot = pyiceberg.commit_rewind(table, plan.lowered(ref, held[ref]), audit)
+        print(f"table {ref}: offsets lowered in snapshot {snapshot} (audit in {pyiceberg.REWIND_KEY})", file=sys.stderr)
     moved = checkpoints.move_aside(location)
     if moved is not None:
         print(f"checkpoint {location} moved to {moved}", file=sys.stderr)

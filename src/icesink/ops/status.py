@@ -12,7 +12,7 @@ from icesink.ops.offsets import read_states
 
 
 def status(args: argparse.Namespace) -> int:
-    from icesink.iceberg import pyiceberg as table_state
+    from icesink.iceberg import pyiceberg
     from icesink.ops import reports
 
     config, catalog, states, marks = read_states(args, live=True)
@@ -20,7 +20,7 @@ def status(args: argparse.Namespace) -> int:
     dead: dict[str, int] = {}
     if any(s.table == dead_ref for s in states):
         table = catalog.load_table((dead_ref.namespace, dead_ref.name))
-        dead = table_state.dead_letters_since(table, dt.datetime.now(dt.UTC) - dt.timedelta(days=1))
+        dead = pyiceberg.dead_letters_since(table, dt.datetime.now(dt.UTC) - dt.timedelta(days=1))
     rows = reports.status_rows(states, marks, dead)
     if args.json:
         print(reports.as_json(rows))

@@ -1,4 +1,5 @@
-"""Which batch failures are worth waiting out, and how long to wait between attempts. Pure.
+"""Which batch failures are worth waiting out, and how long to wait between attempts. No I/O: a
+Java exception is asked for its class and causes through py4j, the rest is read from the objects.
 
 A batch is all or nothing per table (files first, then one commit per table that re-checks the
 table's offsets), so running it again after a failure is safe: what did land is skipped, what did
@@ -182,8 +183,6 @@ def _kafka_transient(e: KafkaException) -> bool:
 
 
 def _one(e: BaseException) -> bool:
-    if isinstance(e, (RegistryUnavailableError, CommitOutcomeUnknownError)):
-        return True
     if isinstance(e, IcesinkError):
         return False
     if isinstance(e, (ConnectionError, TimeoutError, requests.ConnectionError, requests.Timeout)):

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructType
 
 from icesink.batch.decode import ERROR, ROW, Decoder, no_error
-from icesink.schema import evolution as schema_diff
+from icesink.schema import evolution
 
 KEY_ROW = "__icesink_key_row"
 KEY_ERROR = "__icesink_key_error"
@@ -30,7 +30,7 @@ def decode_keys(
     key's type: what the table's `key_column` holds (`current`: the table's schema) merged with the batch's."""
     inspected = decoder.inspect(records, planned)
     have = current[key_column].dataType if key_column in current.fieldNames() else StructType([])
-    key_target = schema_diff.merged(have, inspected.schema) if isinstance(have, StructType) else inspected.schema
+    key_target = evolution.merged(have, inspected.schema) if isinstance(have, StructType) else inspected.schema
     parsed = inspected.parse(key_target)
     failed = F.col(ERROR)
     labelled = F.struct(

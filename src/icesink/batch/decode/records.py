@@ -3,8 +3,8 @@
 Per table: decode the keys, inspect the values (registry ids, inferred JSON types), derive the
 target schema (the table's, plus the batch's new columns, spelled and flattened as the table
 wants), refuse or let through an incompatible schema by policy, parse, and for upsert/changelog
-tables classify each change. Nothing runs on the executors yet: the result is a plan of Spark
-expressions the write step executes.
+tables classify each change. Inspecting runs small Spark jobs (JSON schema inference, the Connect
+schemas of the batch); the parse itself is lazy: Spark expressions the write step executes.
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ from icesink.config import IncompatiblePolicy, KeyFormat, TableSettings, WriteMo
 from icesink.errors import ConfigError, SchemaConflictError
 from icesink.iceberg.tables import JavaObject
 from icesink.model import TableRef
-from icesink.schema import evolution as schema_diff
-from icesink.schema import partitioning
+from icesink.schema import evolution, partitioning
 from icesink.schema.partitioning import PartitionField
 
 log = logging.getLogger(__name__)
@@ -90,7 +89,7 @@ def decode_table(
     inspected = ctx.decoder.inspect(records, collected.for_topics("value", ctx.decoder, plan.topics))
     nested = _nested(inspected.schema, key_type, key_column, settings)
     flat, incoming = _incoming(nested, current, settings)
-    target = schema_diff.merged(current, incoming)
+    target = evolution.merged(current, incoming)
     _check_compatible(plan.table, settings, target, incoming)
     parsed = _parsed(inspected, nested, target, flat is not None, settings)
     if key_type is not None:
@@ -134,7 +133,7 @@ def _incoming(
     if flat is not None:
         return flat, StructType([StructField(c.column, c.type, True) for c in flat])
     if settings.case_insensitive:
-        return None, schema_diff.respelled(nested, current)
+        return None, evolution.respelled(nested, current)
     return None, nested
 
 
@@ -145,13 +144,13 @@ def _parsed(
     if flat:
         return inspected.parse(nested)
     if settings.case_insensitive:
-        parse_target = schema_diff.respelled(target, nested)
+        parse_target = evolution.respelled(target, nested)
         return shaping.respell(inspected.parse(parse_target), target, parse_target)
     return inspected.parse(target)
 
 
 def _check_compatible(ref: TableRef, settings: TableSettings, target: StructType, incoming: StructType) -> None:
-    problems = schema_diff.conflicts(target, incoming)
+    problems = evolution.conflicts(target, incoming)
     if problems and settings.on_incompatible is IncompatiblePolicy.FAIL:
         raise SchemaConflictError(
             f"table {ref}: the records' schema cannot evolve the table: {'; '.join(problems)}. Nothing of this "
