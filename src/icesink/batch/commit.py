@@ -8,7 +8,9 @@ import logging
 from icesink.batch.context import BatchContext
 from icesink.batch.plan import TablePlan
 from icesink.batch.write import Written
-from icesink.iceberg.tables import CommitResult, IcebergCatalog, JavaObject
+from icesink.iceberg.commit import CommitResult
+from icesink.iceberg.jvm import JavaObject
+from icesink.iceberg.tables import IcebergCatalog
 from icesink.kafka.admin import GroupProgress
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults

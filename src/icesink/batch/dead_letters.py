@@ -19,7 +19,7 @@ from icesink.batch.decode import ERROR
 from icesink.batch.plan import TablePlan, keep_condition, load_and_plan
 from icesink.batch.write import Written, observed_count, write_rows
 from icesink.errors import DecodeError
-from icesink.iceberg.tables import JavaObject
+from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange, WrittenFile
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from icesink.model import PartitionRange, TableRef, TopicPartition, advance
 if TYPE_CHECKING:
     from icesink.batch.context import BatchContext
     from icesink.batch.decode import Decoder
-    from icesink.iceberg.tables import JavaObject
+    from icesink.iceberg.jvm import JavaObject
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 
 from icesink.batch.context import BatchContext
-from icesink.batch.decode.records import TableWork, settings_partition
+from icesink.batch.work import TableWork, partition_fields
 from icesink.errors import ConfigError
-from icesink.iceberg.tables import JavaObject
+from icesink.iceberg.jvm import JavaObject
 from icesink.schema import evolution
 
 log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ def _created(ctx: BatchContext, w: TableWork) -> JavaObject:
     if missing:
         raise ConfigError(f"table {w.plan.table}: sort_by column(s) {missing} are not columns of its rows")
     return ctx.catalog.create(
-        w.plan.table, w.target, w.settings.properties, settings_partition(w.settings), w.keys, w.settings.sort_by
+        w.plan.table, w.target, w.settings.properties, partition_fields(w.settings), w.keys, w.settings.sort_by
     )
 
 

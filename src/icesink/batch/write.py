@@ -23,12 +23,12 @@ from pyspark.sql.types import BinaryType, StructType, TimestampNTZType, Timestam
 from icesink.batch import changes
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import ERROR, ROW, good_rows
-from icesink.batch.decode.records import TableWork
 from icesink.batch.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
 from icesink.batch.plan import TablePlan
+from icesink.batch.work import TableWork
 from icesink.config import OrderScope
 from icesink.errors import ConfigError, WriteError
-from icesink.iceberg.tables import JavaObject
+from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange, TableRef, WrittenFile
 from icesink.runtime import faults
 

@@ -17,10 +17,8 @@ from pyspark.sql.types import StructField, StructType
 
 from icesink.errors import CommitError
 from icesink.iceberg import ancestry
-from icesink.iceberg.commit import CommitResult as CommitResult
-from icesink.iceberg.commit import commit_files
-from icesink.iceberg.jvm import JavaObject as JavaObject
-from icesink.iceberg.jvm import jsession, jvm, string_array
+from icesink.iceberg.commit import CommitResult, commit_files
+from icesink.iceberg.jvm import JavaObject, jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
 from icesink.model import Offsets, TableRef, WrittenFile
 from icesink.schema import partitioning

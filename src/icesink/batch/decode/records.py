@@ -10,7 +10,6 @@ schemas of the batch); the parse itself is lazy: Spark expressions the write ste
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -25,35 +24,14 @@ from icesink.batch.decode.keys import KEY_ERROR, KEY_ROW, decode_keys, string_ke
 from icesink.batch.plan import Collected, TablePlan, keep_condition
 from icesink.batch.route import Targets
 from icesink.batch.shape import FlatColumn
+from icesink.batch.work import TableWork, partition_fields
 from icesink.config import IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.errors import ConfigError, SchemaConflictError
-from icesink.iceberg.tables import JavaObject
+from icesink.iceberg.jvm import JavaObject
 from icesink.model import TableRef
 from icesink.schema import evolution, partitioning
-from icesink.schema.partitioning import PartitionField
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TableWork:
-    """One table's share of the batch, decoded: what the later steps create, write and commit."""
-
-    plan: TablePlan
-    table: JavaObject | None  # None until the prepare step creates it
-    target: StructType  # the table's schema once this batch's new columns are added
-    parsed: DataFrame  # the records with ROW and ERROR
-    settings: TableSettings
-    changes: ChangeSpec | None = None  # upsert/changelog tables only
-
-    @property
-    def keys(self) -> tuple[str, ...]:
-        """The equality-delete key columns (upsert/changelog tables), else none."""
-        return self.changes.keys if self.changes is not None else ()
-
-
-def settings_partition(settings: TableSettings) -> list[PartitionField]:
-    return [partitioning.parse_partition_field(p) for p in settings.partition_by]
 
 
 def decode_tables(
@@ -169,7 +147,7 @@ def _change_spec(
     identifiers = ctx.catalog.identifier_columns(table) if table is not None else []
     key_column = ctx.config.decode.key_column
     keys = changes.resolve_keys(str(ref), settings.key_columns, identifiers, key_type, key_column, target)
-    fields = ctx.catalog.partition_fields(table) if table is not None else settings_partition(settings)
+    fields = ctx.catalog.partition_fields(table) if table is not None else partition_fields(settings)
     try:
         partitioning.check_within_keys(fields, keys)
     except ValueError as e:

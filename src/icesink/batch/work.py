@@ -1,0 +1,38 @@
+"""One table's share of a micro-batch as it goes through the steps: decoded (step 2), made ready
+(step 3), written (step 4) and committed (step 5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from icesink.batch.changes import ChangeSpec
+from icesink.batch.plan import TablePlan
+from icesink.config import TableSettings
+from icesink.iceberg.jvm import JavaObject
+from icesink.schema import partitioning
+from icesink.schema.partitioning import PartitionField
+
+
+@dataclass
+class TableWork:
+    """One table's share of the batch, decoded: what the later steps create, write and commit."""
+
+    plan: TablePlan
+    table: JavaObject | None  # None until the prepare step creates it
+    target: StructType  # the table's schema once this batch's new columns are added
+    parsed: DataFrame  # the records with ROW and ERROR
+    settings: TableSettings
+    changes: ChangeSpec | None = None  # upsert/changelog tables only
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The equality-delete key columns (upsert/changelog tables), else none."""
+        return self.changes.keys if self.changes is not None else ()
+
+
+def partition_fields(settings: TableSettings) -> list[PartitionField]:
+    """The partition fields a table's settings ask for (`tables.partition_by`)."""
+    return [partitioning.parse_partition_field(p) for p in settings.partition_by]
