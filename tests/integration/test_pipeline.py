@@ -12,6 +12,7 @@ from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
 from icesink.model import TopicPartition
+from icesink.runtime.timings import BatchTimings
 from tests.support.spark import snapshots
 
 
@@ -52,9 +53,16 @@ def test_one_snapshot_per_batch_with_the_consumed_offsets(spark: SparkSession, s
     produce(topic, [{"id": i} for i in range(0, 90)], partition=0)
     produce(topic, [{"id": i} for i in range(90, 150)], partition=1)
 
-    job = run_job(spark, scenario, **{"kafka.max_offsets_per_trigger": 50})
+    job = Job(spark, scenario.config(**{"kafka.max_offsets_per_trigger": 50}))
+    timings: list[BatchTimings] = []
+    job.handler.on_timings = timings.append
+    job.run()
 
     snaps = snapshots(spark, scenario.table("clicks"))
+    # Each batch's timings count its Spark jobs and catalog requests (at least: load, commit).
+    assert len(timings) == len(snaps)
+    assert all(t.spark_jobs and t.spark_jobs >= 1 for t in timings), [t.spark_jobs for t in timings]
+    assert all(t.catalog_requests and t.catalog_requests >= 2 for t in timings), [t.catalog_requests for t in timings]
     assert len(snaps) >= 3, "150 records at 50 per trigger take at least 3 batches"
     assert all(s["operation"] == "append" for s in snaps)
     batch_ids = [int(s["summary"][codec.BATCH_ID_KEY]) for s in snaps]

@@ -13,3 +13,9 @@ def test_laps_charge_the_time_since_the_previous_one_and_add_up(monkeypatch):
     assert t.total == 4.0
     t.records = 100
     assert t.line() == "batch 7 timings: 100 record(s) in 4.00s: read 2.75s, plan 0.25s, commit 1.00s"
+
+
+def test_the_line_counts_spark_jobs_and_catalog_requests_when_known() -> None:
+    t = BatchTimings(3, records=10, spark_jobs=4, catalog_requests=3)
+    assert t.line().endswith("; 4 Spark job(s); 3 catalog request(s)")
+    assert "Spark job" not in BatchTimings(3).line()

@@ -24,7 +24,7 @@ from icesink.batch.route import route_batch
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
 from icesink.runtime import faults, retries
-from icesink.runtime.timings import BatchTimings
+from icesink.runtime.timings import BatchTimings, SparkJobs
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +107,17 @@ class BatchHandler:
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         timings = BatchTimings(batch_id)
+        jobs, requests = SparkJobs(batch.sparkSession), self._ctx.catalog.requests
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         persisted: list[DataFrame] = [batch]
         try:
             self._steps(batch, batch_id, timings, persisted)
+            if timings.records:  # not for an empty batch
+                timings.spark_jobs, timings.catalog_requests = jobs.count(), self._ctx.catalog.requests - requests
+                log.info("%s", timings.line())
+                if self.on_timings is not None:
+                    self.on_timings(timings)
+                faults.maybe_kill("after-commit", batch_id, self._ctx.spark)
         finally:
             for frame in persisted:
                 frame.unpersist()
@@ -157,7 +164,3 @@ class BatchHandler:
         commit_group(ctx.group_progress, ranges, batch_id)
         timings.lap("group")
         timings.records = sum(r.records for r in ranges)
-        log.info("%s", timings.line())
-        if self.on_timings is not None:
-            self.on_timings(timings)
-        faults.maybe_kill("after-commit", batch_id, ctx.spark)

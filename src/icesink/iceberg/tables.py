@@ -39,6 +39,9 @@ class IcebergCatalog:
         self._jvm = jvm(spark)
         self._name = catalog_name
         self._catalog = self._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergCatalog(jsession(spark), catalog_name)
+        # Requests to the catalog made here (Iceberg's own retries inside a call not counted): the
+        # batch's timings line reports how many a batch needed.
+        self.requests = 0
 
     # ------------------------------------------------------------------ tables
 
@@ -50,7 +53,9 @@ class IcebergCatalog:
 
     def ensure_namespace(self, namespace: str) -> None:
         ns = self._namespace(namespace)
+        self.requests += 1
         if not self._catalog.namespaceExists(ns):
+            self.requests += 1
             try:
                 self._catalog.createNamespace(ns)
                 log.info("created namespace %s", namespace)
@@ -60,8 +65,10 @@ class IcebergCatalog:
 
     def load(self, ref: TableRef) -> JavaObject | None:
         ident = self._identifier(ref)
+        self.requests += 1
         if not self._catalog.tableExists(ident):
             return None
+        self.requests += 1
         return self._catalog.loadTable(ident)
 
     def create(
@@ -98,6 +105,7 @@ class IcebergCatalog:
                 for column in sort_by:
                     order = order.asc(column)
                 builder = builder.withSortOrder(order.build())
+            self.requests += 1
             table = builder.create()
             log.info(
                 "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
@@ -156,6 +164,7 @@ class IcebergCatalog:
         optional. Re-checked against the refreshed table, so re-running it (a replay, a concurrent
         job) is a no-op. Returns whether anything changed."""
         ice = self._jvm.org.apache.iceberg
+        self.requests += 1
         table.refresh()
         schema = table.schema()
         have = {str(n) for n in ice.types.TypeUtil.indexByName(schema.asStruct()).keySet()}
@@ -185,6 +194,7 @@ class IcebergCatalog:
             update.updateColumn(w.path, new_type)
         for p in todo_optional:
             update.makeColumnOptional(p)
+        self.requests += 1
         update.commit()
         changes = [f"added {c.path}" for c in todo_add]
         changes += [f"widened {w.path} {w.old.simpleString()} -> {w.new.simpleString()}" for w, _ in todo_widen]
@@ -212,6 +222,7 @@ class IcebergCatalog:
         key_columns: Sequence[str] = (),
     ) -> CommitResult:
         """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
+        self.requests += 1
         return commit_files(self._spark, table, files, plan, query_id, batch_id, key_columns)
 
     # ------------------------------------------------------------------ helpers
