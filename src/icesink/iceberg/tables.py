@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from icesink.batch.plan import TablePlan
 
 log = logging.getLogger(__name__)
+
+_NO_SUCH_TABLE = "org.apache.iceberg.exceptions.NoSuchTableException"
 
 
 class IcebergCatalog:
@@ -64,12 +67,14 @@ class IcebergCatalog:
                     raise CommitError(f"cannot create namespace {namespace}: {e}") from e
 
     def load(self, ref: TableRef) -> JavaObject | None:
-        ident = self._identifier(ref)
+        # One request: loadTable, its 404 as NoSuchTableException (tableExists first was a second).
         self.requests += 1
-        if not self._catalog.tableExists(ident):
-            return None
-        self.requests += 1
-        return self._catalog.loadTable(ident)
+        try:
+            return self._catalog.loadTable(self._identifier(ref))
+        except Py4JJavaError as e:
+            if e.java_exception.getClass().getName() == _NO_SUCH_TABLE:
+                return None
+            raise
 
     def create(
         self,
