@@ -6,6 +6,7 @@ from __future__ import annotations
 from icesink.iceberg import ancestry
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.model import TopicPartition
+from tests.support.java import JavaIterable
 
 TP0 = TopicPartition("t", 0)
 
@@ -72,26 +73,7 @@ def test_an_expired_parent_ends_the_walk_and_a_new_table_has_no_offsets() -> Non
     assert ancestry.committed_offsets(_Table(None)) == {}
 
 
-class _JavaIterable:
-    """Stands in for the java.lang.Iterable py4j hands a validator."""
-
-    def __init__(self, items: list[_Snapshot]) -> None:
-        self._items = items
-        self._pos = 0
-
-    def iterator(self) -> _JavaIterable:
-        self._pos = 0
-        return self
-
-    def hasNext(self) -> bool:  # noqa: N802
-        return self._pos < len(self._items)
-
-    def next(self) -> _Snapshot:
-        self._pos += 1
-        return self._items[self._pos - 1]
-
-
 def test_each_walks_a_java_iterable() -> None:
     items = [_Snapshot(2, 1, {}), _Snapshot(1, None, {})]
-    assert [s.snapshotId() for s in ancestry.each(_JavaIterable(items))] == [2, 1]
-    assert list(ancestry.each(_JavaIterable([]))) == []
+    assert [s.snapshotId() for s in ancestry.each(JavaIterable(items))] == [2, 1]
+    assert list(ancestry.each(JavaIterable([]))) == []

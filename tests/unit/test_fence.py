@@ -5,6 +5,7 @@ from __future__ import annotations
 from icesink.iceberg import fence
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.model import TopicPartition
+from tests.support.java import JavaIterable
 
 TP0 = TopicPartition("t", 0)
 
@@ -17,23 +18,9 @@ class _Snapshot:
         return self._summary
 
 
-class _JavaIterable:
-    """The java.lang.Iterable of ancestors (newest first) Iceberg hands the validator."""
-
-    def __init__(self, summaries: list[dict[str, str]]) -> None:
-        self._items = [_Snapshot(s) for s in summaries]
-        self._pos = 0
-
-    def iterator(self) -> _JavaIterable:
-        self._pos = 0
-        return self
-
-    def hasNext(self) -> bool:  # noqa: N802
-        return self._pos < len(self._items)
-
-    def next(self) -> _Snapshot:
-        self._pos += 1
-        return self._items[self._pos - 1]
+def ancestors(*summaries: dict[str, str]) -> JavaIterable[_Snapshot]:
+    """The ancestry (newest first) Iceberg hands the validator."""
+    return JavaIterable([_Snapshot(s) for s in summaries])
 
 
 def summary(n: int, query: str = "q1", batch: int = 7) -> dict[str, str]:
@@ -42,27 +29,27 @@ def summary(n: int, query: str = "q1", batch: int = 7) -> dict[str, str]:
 
 def test_the_fence_passes_compactions_on_the_planned_offsets() -> None:
     guard = fence.OffsetsUnchanged({TP0: 10})
-    assert guard.validate(_JavaIterable([{"operation": "replace"}, summary(10), summary(5)]))
+    assert guard.validate(ancestors({"operation": "replace"}, summary(10), summary(5)))
     assert guard.found == {TP0: 10}
 
 
 def test_the_fence_stops_a_commit_when_another_writer_moved_the_offsets() -> None:
     guard = fence.OffsetsUnchanged({TP0: 10})
-    assert not guard.validate(_JavaIterable([summary(12, "zombie"), summary(10)]))
+    assert not guard.validate(ancestors(summary(12, "zombie"), summary(10)))
     assert guard.found == {TP0: 12}
     assert guard.errorMessage() == fence.REFUSED
 
 
 def test_the_fence_stops_a_commit_over_a_rewind() -> None:
     guard = fence.OffsetsUnchanged({TP0: 10})
-    assert not guard.validate(_JavaIterable([codec.summary_properties({TP0: 3}, "reset", -1), summary(10)]))
+    assert not guard.validate(ancestors(codec.summary_properties({TP0: 3}, "reset", -1), summary(10)))
     assert guard.found == {TP0: 3}
 
 
 def test_a_new_table_has_no_offsets_to_move() -> None:
-    assert fence.OffsetsUnchanged({}).validate(_JavaIterable([]))
-    assert fence.OffsetsUnchanged({}).validate(_JavaIterable([{"operation": "replace"}]))
-    assert not fence.OffsetsUnchanged({}).validate(_JavaIterable([summary(1)])), "another writer created it"
+    assert fence.OffsetsUnchanged({}).validate(ancestors())
+    assert fence.OffsetsUnchanged({}).validate(ancestors({"operation": "replace"}))
+    assert not fence.OffsetsUnchanged({}).validate(ancestors(summary(1))), "another writer created it"
 
 
 def test_files_are_kept_on_a_failed_commit() -> None:
