@@ -27,6 +27,7 @@ out (an outage) and which end it (the data, the config, a fenced commit) is deci
       MaintenanceError           a maintenance procedure failed
       TableReadError             a table's files could not be read (the CLI's live row count)
       JobFailedError             the streaming query ended for a cause that is not ours
+      UnsupportedSparkError      Spark's internals are not what icesink relies on (a Spark version it does not know)
 """
 
 from __future__ import annotations
@@ -122,3 +123,8 @@ class TableReadError(IcesinkError):
 class JobFailedError(IcesinkError):
     """The streaming query ended for a cause that is not one of icesink's own errors (a Spark or JVM
     failure); the message carries the cause and, when it can tell, what to do."""
+
+
+class UnsupportedSparkError(IcesinkError):
+    """Spark's or Iceberg's internals that icesink reads (the Kafka source's offset ranges) are not
+    what it was built against: fail before anything is committed rather than guess."""

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 from icesink.batch.decode import Decoder
 from icesink.batch.decode.build import build_decoder, build_key_decoder
 from icesink.batch.route_rules import Router
+from icesink.batch.seen_schemas import SeenSchemas
 from icesink.batch.storage import StorageSettings
 from icesink.config import Config
 from icesink.iceberg.tables import IcebergCatalog
@@ -29,6 +30,7 @@ class BatchContext:
     dead_letter_ref: TableRef
     storage: StorageSettings
     group_progress: GroupProgress | None  # kafka.consumer_group's progress; None when not set
+    seen: SeenSchemas  # the writer schemas each topic carried last time
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
@@ -50,6 +52,7 @@ class BatchContext:
             dead_letter_ref=TableRef(config.tables.namespace, config.decode.dead_letter_table),
             storage=storage,
             group_progress=GroupProgress(config, group) if (group := config.kafka.consumer_group) else None,
+            seen=SeenSchemas(),
         )
 
     def table_exists(self, ref: TableRef) -> bool:

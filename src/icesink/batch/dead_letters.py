@@ -15,9 +15,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import ERROR
+from icesink.batch.decode import ERROR, bad_records
 from icesink.batch.plan import TablePlan, keep_condition, load_and_plan
-from icesink.batch.write import Written, observed_count, write_rows
+from icesink.batch.work import TableWork
+from icesink.batch.write import Written, write_rows
 from icesink.errors import DecodeError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange, WrittenFile
@@ -57,19 +58,31 @@ def refuse_bad_records(bad: list[tuple[str, DataFrame]], batch_id: int) -> None:
         )
 
 
+def bad_sources(
+    work: list[TableWork], written: list[Written], unrouted: list[tuple[str, DataFrame]]
+) -> list[tuple[str, DataFrame]]:
+    """(target, records with ERROR) of every table's share that may hold bad records: each pass of a
+    written table whose passes counted some (or could not tell), a decoded table left unwritten (no
+    record of it decoded), and the records no table took."""
+    by_table = {w.work.plan.table: w for w in written}
+    out = []
+    for w in work:
+        done = by_table.get(w.plan.table)
+        if done is None:
+            out.append((str(w.plan.table), bad_records(w.parsed)))
+        elif done.bad != 0:
+            out += [(str(w.plan.table), bad_records(p)) for p in done.passes]
+    return out + unrouted
+
+
 def write_dead_letters(
-    ctx: BatchContext, bad: list[tuple[str, DataFrame]], written: list[Written], ranges: list[PartitionRange],
-    batch_id: int, query_id: str,
-) -> tuple[TablePlan, JavaObject, list[WrittenFile]] | None:  # fmt: skip
-    """Writes the dead letters of `bad` ((target, records with ERROR) pairs) the table does not hold
-    yet; returns what to commit, or None when there are none. Each table's write counted its bad
-    records on the way: only tables with some (or an unknown count) and the records no table took
-    need this pass."""
-    clean = {str(w.work.plan.table) for w in written if observed_count(w.bad) == 0}
-    todo = [(t, records) for t, records in bad if t not in clean]
-    if not todo:
+    ctx: BatchContext, bad: list[tuple[str, DataFrame]], ranges: list[PartitionRange], batch_id: int, query_id: str
+) -> tuple[TablePlan, JavaObject, list[WrittenFile]] | None:
+    """Writes the dead letters of `bad` ((target, records with ERROR) pairs, see `bad_sources`) the
+    table does not hold yet; returns what to commit, or None when there are none."""
+    if not bad:
         return None
-    letters = reduce(lambda a, b: a.unionByName(b), [rows(records, t, batch_id, query_id) for t, records in todo])
+    letters = reduce(lambda a, b: a.unionByName(b), [rows(records, t, batch_id, query_id) for t, records in bad])
     ref = ctx.dead_letter_ref
     plan, table = load_and_plan(ctx, ref, ranges)
     letters = letters.where(keep_condition(plan.keep_from))

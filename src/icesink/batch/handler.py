@@ -15,14 +15,17 @@ from pyspark.sql import DataFrame, SparkSession
 
 from icesink.batch.commit import commit_batch, commit_group
 from icesink.batch.context import BatchContext
-from icesink.batch.dead_letters import refuse_bad_records, write_dead_letters
+from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_dead_letters
 from icesink.batch.decode import bad_records
 from icesink.batch.decode.records import decode_tables
-from icesink.batch.plan import batch_ranges, plan_tables
+from icesink.batch.new_schemas import second_passes
+from icesink.batch.plan import plan_tables
 from icesink.batch.prepare import ready_tables
+from icesink.batch.ranges import input_ranges
 from icesink.batch.route import route_batch
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
+from icesink.model import PartitionRange
 from icesink.runtime import faults, retries
 from icesink.runtime.timings import BatchTimings, SparkJobs
 
@@ -108,8 +111,7 @@ class BatchHandler:
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         timings = BatchTimings(batch_id)
         jobs, requests = SparkJobs(batch.sparkSession), self._ctx.catalog.requests
-        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
-        persisted: list[DataFrame] = [batch]
+        persisted: list[DataFrame] = []
         try:
             self._steps(batch, batch_id, timings, persisted)
             if timings.records:  # not for an empty batch
@@ -125,33 +127,38 @@ class BatchHandler:
     def _steps(self, batch: DataFrame, batch_id: int, timings: BatchTimings, persisted: list[DataFrame]) -> None:
         ctx = self._ctx
         # 1. plan
-        ranges, collected = batch_ranges(batch, {"value": ctx.decoder, "key": ctx.key_decoder})
+        ranges = input_ranges(batch)
         timings.lap("read")
         if not ranges:
             log.info("batch %d: empty", batch_id)
             return
-        targets = route_batch(batch, ranges, ctx.router, ctx.decoder, collected, ctx.table_exists, ctx.dead_letter_ref)
+        if _read_more_than_once(ctx, ranges):
+            batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+            persisted.append(batch)
+        targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref)
         persisted.extend(targets.persisted)
         plans = plan_tables(ctx, targets.ranges)
         timings.lap("plan")
         # 2. decode
-        work = decode_tables(ctx, targets, plans, collected, batch_id)
+        work = decode_tables(ctx, targets, plans, batch_id)
         timings.lap("decode")
         query_id = self._query_id()
         unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
-        bad = [(str(w.plan.table), bad_records(w.parsed)) for w in work] + unrouted
         # Every file is written before anything is committed: a failure while writing leaves
         # orphan files only, and the whole batch is retried.
         refuse = ctx.config.decode.on_error is ErrorPolicy.FAIL
         if refuse:
-            refuse_bad_records(bad, batch_id)
+            refuse_bad_records([(str(w.plan.table), bad_records(w.parsed)) for w in work] + unrouted, batch_id)
         # 3. prepare
         ready = ready_tables(ctx, work)
         timings.lap("prepare")
-        # 4. write
+        # 4. write (a second pass for records with writer schemas new to the job)
         written = write_tables(ctx, ready, ranges, batch_id, query_id)
+        written = second_passes(ctx, written, ranges, batch_id, query_id, refuse)
         timings.lap("write")
-        dead = None if refuse else write_dead_letters(ctx, bad, written, ranges, batch_id, query_id)
+        dead = None
+        if not refuse:
+            dead = write_dead_letters(ctx, bad_sources(work, written, unrouted), ranges, batch_id, query_id)
         timings.lap("dead_letters")
         # 5. commit
         results = commit_batch(ctx, dead, written, batch_id, query_id)
@@ -164,3 +171,15 @@ class BatchHandler:
         commit_group(ctx.group_progress, ranges, batch_id)
         timings.lap("group")
         timings.records = sum(r.records for r in ranges)
+
+
+def _read_more_than_once(ctx: BatchContext, ranges: list[PartitionRange]) -> bool:
+    """Whether the batch's records are read more than once in the common case: then they are cached
+    (in memory, spilling to disk) on the first read instead of read from Kafka again. Once is the
+    rule for one table whose decoder needs no look at the records first (Avro)."""
+    routes = [ctx.router.route(t) for t in sorted({r.tp.topic for r in ranges})]
+    if any(r.field is not None for r in routes):
+        return True  # the routing pass reads the records, then the tables do
+    if len({ref for r in routes for ref in r.tables}) > 1:
+        return True
+    return ctx.decoder.scans or (ctx.key_decoder is not None and ctx.key_decoder.scans)

@@ -1,19 +1,19 @@
 """Batch planning: which records of a micro-batch each table still needs.
 
-The driver aggregates the batch to one `PartitionRange` per topic-partition (a small result), routes
-topics to tables (route.py), and for each table compares the ranges with the offsets the table has
-committed. Records below a table's committed offset are already in it (a replay, a lost checkpoint,
-a manual rewind): they are dropped before anything is written. `plan_table` and `log_behind_table`
-are pure; the rest reads the batch, the catalog and Kafka.
+The batch's offset ranges come from Spark (ranges.py), one `PartitionRange` per topic-partition; the
+driver routes topics to tables (route.py), and for each table compares the ranges with the offsets
+the table has committed. Records below a table's committed offset are already in it (a replay, a
+lost checkpoint, a manual rewind): they are dropped before anything is written. `plan_table` and
+`log_behind_table` are pure; the rest reads the catalog and Kafka.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from icesink.errors import OffsetsError, RoutingError
@@ -22,7 +22,6 @@ from icesink.model import PartitionRange, TableRef, TopicPartition, advance
 
 if TYPE_CHECKING:
     from icesink.batch.context import BatchContext
-    from icesink.batch.decode import Decoder
     from icesink.iceberg.jvm import JavaObject
 
 
@@ -76,35 +75,6 @@ def log_behind_table(
     """Topic-partitions whose Kafka log ends below the offset the table holds: the topic was
     deleted and recreated (or truncated), and its new records sit at offsets the table claims."""
     return sorted(tp for tp, end in log_ends.items() if end < committed.get(tp, 0))
-
-
-@dataclass(frozen=True)
-class Collected:
-    """What the ranges aggregate collected of each decoder's `plan_column` (Avro: the schema ids),
-    per ("value" | "key", topic), so a decoder's `inspect` needs no scan of its own."""
-
-    values: Mapping[tuple[str, str], set[Any]] = field(default_factory=dict)
-
-    def for_topics(self, which: str, decoder: Decoder, topics: Iterable[str]) -> list[Any] | None:
-        """What `decoder` (the "value" or "key" one) gets for records of `topics`; None if it collects nothing."""
-        if decoder.plan_column() is None:
-            return None
-        return sorted(set().union(*(self.values.get((which, t), set()) for t in topics)))
-
-
-def batch_ranges(batch: DataFrame, decoders: Mapping[str, Decoder | None]) -> tuple[list[PartitionRange], Collected]:
-    """One pass over the batch: offsets per topic-partition, and per topic the sets of the
-    decoders' plan columns (`decoders`: "value" and "key")."""
-    aggs = [F.min("offset").alias("lo"), F.max("offset").alias("hi"), F.count(F.lit(1)).alias("n")]
-    extra = {name: d.plan_column() for name, d in decoders.items() if d is not None}
-    aggs += [F.collect_set(col).alias(name) for name, col in extra.items() if col is not None]
-    rows = batch.groupBy("topic", "partition").agg(*aggs).collect()
-    values: dict[tuple[str, str], set[Any]] = {}
-    for r in rows:
-        for name, col in extra.items():
-            if col is not None:
-                values.setdefault((name, r.topic), set()).update(bytes(v) for v in r[name])
-    return [PartitionRange(TopicPartition(r.topic, r.partition), r.lo, r.hi, r.n) for r in rows], Collected(values)
 
 
 def plan_tables(

@@ -6,6 +6,7 @@ and a no-op when the batch runs again."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from icesink.batch.context import BatchContext
 from icesink.batch.work import TableWork, partition_fields
@@ -25,7 +26,7 @@ def ready_tables(ctx: BatchContext, work: list[TableWork]) -> list[TableWork]:
             log.info("table %s: no record of this batch decoded; not created", w.plan.table)
             continue
         table = _created(ctx, w) if w.table is None else _evolved(ctx, w, w.table)
-        ready.append(TableWork(w.plan, table, ctx.catalog.spark_schema(table), w.parsed, w.settings, w.changes))
+        ready.append(replace(w, table=table, target=ctx.catalog.spark_schema(table)))
     return ready
 
 

@@ -19,7 +19,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, Decoder, error
-from icesink.batch.plan import Collected
 from icesink.batch.route_rules import Route, Router, dynamic_table
 from icesink.config import UnknownTables, Unmatched
 from icesink.model import PartitionRange, TableRef
@@ -42,13 +41,12 @@ def route_batch(
     ranges: list[PartitionRange],
     router: Router,
     decoder: Decoder,
-    collected: Collected,
     exists: Callable[[TableRef], bool],
     reserved: TableRef,
 ) -> Targets:
-    """Which records each table takes. `decoder` reads the routing field of field-routed topics
-    (`collected`: what the ranges aggregate gathered for it); `exists` tells whether a table
-    exists (for `unknown_tables: dead-letter`); no value may route to `reserved`."""
+    """Which records each table takes. `decoder` reads the routing field of field-routed topics;
+    `exists` tells whether a table exists (for `unknown_tables: dead-letter`); no value may route
+    to `reserved`."""
     by_topic: dict[str, list[PartitionRange]] = defaultdict(list)
     for r in ranges:
         by_topic[r.tp.topic].append(r)
@@ -70,7 +68,7 @@ def route_batch(
     for topic in sorted(set(by_topic) - set(fixed)):
         route = router.route(topic)
         assert route.field is not None
-        routed = read_field(batch.where(F.col("topic") == topic), route.field, decoder, collected).persist()
+        routed = read_field(batch.where(F.col("topic") == topic), route.field, decoder).persist()
         targets.persisted.append(routed)
         frames.append(routed)
         taken, refused = _taken(routed, route, exists, reserved)
@@ -85,10 +83,10 @@ def route_batch(
     return targets
 
 
-def read_field(records: DataFrame, field: str, decoder: Decoder, collected: Collected) -> DataFrame:
-    """`records` (one topic) with the routing field's value (ROUTE) and their decode error (ROUTE_ERROR)."""
-    topics = [r.topic for r in records.select("topic").distinct().collect()]
-    inspected = decoder.inspect(records, collected.for_topics("value", decoder, topics))
+def read_field(records: DataFrame, field: str, decoder: Decoder) -> DataFrame:
+    """`records` (one topic) with the routing field's value (ROUTE) and their decode error
+    (ROUTE_ERROR). The decoder looks at the records first: every record must be routed now."""
+    inspected = decoder.inspect(records)
     parsed = inspected.parse(inspected.schema)
     names = inspected.schema.fieldNames()
     value = F.col(ROW)[field].cast("string") if field in names else F.lit(None).cast("string")

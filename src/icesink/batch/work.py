@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructType
@@ -16,6 +17,17 @@ from icesink.schema import partitioning
 from icesink.schema.partitioning import PartitionField
 
 
+@dataclass(frozen=True)
+class Planned:
+    """The writer schemas (decoders' `plan_column` values) a table's records are decoded with:
+    None for a side (value, key) whose decoder finds them itself; `guessed` when they are what the
+    topics carried last time, and a record with another one is left pending."""
+
+    values: list[Any] | None = None
+    keys: list[Any] | None = None
+    guessed: bool = False
+
+
 @dataclass
 class TableWork:
     """One table's share of the batch, decoded: what the later steps create, write and commit."""
@@ -26,6 +38,8 @@ class TableWork:
     parsed: DataFrame  # the records with ROW and ERROR
     settings: TableSettings
     changes: ChangeSpec | None = None  # upsert/changelog tables only
+    records: DataFrame | None = None  # the batch's records the table takes, as read (for a second pass)
+    planned: Planned = field(default_factory=Planned)
 
     @property
     def keys(self) -> tuple[str, ...]:

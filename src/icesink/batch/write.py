@@ -22,9 +22,10 @@ from pyspark.sql.types import BinaryType, StructType, TimestampNTZType, Timestam
 
 from icesink.batch import changes
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import ERROR, ROW, good_rows
+from icesink.batch.decode import ERROR, ROW, good_rows, is_pending
 from icesink.batch.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
 from icesink.batch.plan import TablePlan
+from icesink.batch.seen_schemas import observed_refs
 from icesink.batch.work import TableWork
 from icesink.config import OrderScope
 from icesink.errors import ConfigError, WriteError
@@ -35,11 +36,16 @@ from icesink.runtime import faults
 
 @dataclass(frozen=True)
 class Written:
-    """A table's files, written and not yet committed."""
+    """A table's files, written and not yet committed, and what the writing pass observed."""
 
     work: TableWork
     files: list[WrittenFile]
-    bad: Observation  # counted the table's bad records while writing (see `observed_count`)
+    bad: int | None  # the table's bad records; None when Spark did not report the count
+    pending: int | None  # records left for a second pass (new writer schemas); None: not reported
+    refs: list[Any]  # the (topic, value ref, key ref) the pass read (seen_schemas.observed_refs)
+    # The decoded records of each pass that wrote these files (their bad records are the table's
+    # dead letters).
+    passes: tuple[DataFrame, ...] = ()
 
 
 def write_tables(
@@ -58,15 +64,32 @@ def write_tables(
 
 
 def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -> Written:
-    """Writes the table's good rows, counting its bad records in the same pass."""
+    """Writes the table's good rows; the same pass counts its bad and pending records and the
+    writer schemas it read."""
     counted = Observation()
-    return Written(w, _write_good(ctx, w, counted, batch_id, query_id), counted)
+    err = F.col(ERROR)
+    metrics = [
+        F.count_if(err.isNotNull() & ~is_pending(err)).alias("bad"),
+        F.count_if(is_pending(err)).alias("pending"),
+    ]
+    refs = ctx.decoder.plan_column() is not None or (
+        ctx.key_decoder is not None and ctx.key_decoder.plan_column() is not None
+    )
+    if refs:
+        metrics.append(observed_refs().alias("refs"))
+    files = _write_good(ctx, w, w.parsed.observe(counted, *metrics), batch_id, query_id)
+    seen = observed(counted)
+    return Written(
+        w,
+        files,
+        bad=None if seen is None else int(seen["bad"]),
+        pending=None if seen is None else int(seen["pending"]),
+        refs=list(seen.get("refs") or []) if seen is not None else [],
+        passes=(w.parsed,),
+    )
 
 
-def _write_good(
-    ctx: BatchContext, w: TableWork, counted: Observation, batch_id: int, query_id: str
-) -> list[WrittenFile]:
-    parsed = w.parsed.observe(counted, F.count_if(F.col(ERROR).isNotNull()).alias("bad"))
+def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: int, query_id: str) -> list[WrittenFile]:
     assert w.table is not None  # the prepare step created it
     if w.changes is None:
         return write_rows(ctx, good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
@@ -188,9 +211,9 @@ def _data_location(table: JavaObject) -> str:
     return probe[: -len("icesink-probe")]
 
 
-def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None:
-    """The count an action observed, or None when Spark did not report it (in time). Spark hands
-    observed metrics over through its listener bus, a moment after the action returns."""
+def observed(observation: Observation, wait_s: float = 10.0) -> dict[str, Any] | None:
+    """The metrics an action observed, or None when Spark did not report them (in time). Spark
+    hands observed metrics over through its listener bus, a moment after the action returns."""
     future = observation._jo.future() if observation._jo is not None else None
     deadline = time.monotonic() + wait_s
     try:
@@ -198,7 +221,7 @@ def observed_count(observation: Observation, wait_s: float = 10.0) -> int | None
             if time.monotonic() > deadline:
                 return None
             time.sleep(0.005)
-        return int(observation.get["bad"]) if future is not None else None
+        return dict(observation.get) if future is not None else None
     except Exception:
         return None
 

@@ -49,15 +49,35 @@ class Inspected(Protocol):
 
 
 class Decoder(Protocol):
+    # Whether `inspect` reads the records themselves (JSON's type inference) even when given the
+    # schemas: then a batch read by it and by the write is cached first.
+    scans: bool
+
     def plan_column(self) -> Column | None:
-        """A per-record value the batch's planning aggregate collects as a set (e.g. schema ids),
-        so `inspect` need not scan the batch for it again; None when not needed."""
+        """The per-record value naming the record's writer schema (Avro: its frame key), or None
+        when the decoder has no such thing."""
         ...
 
-    def inspect(self, records: DataFrame, planned: list[Any] | None = None) -> Inspected:
-        """Looks at the batch (schema ids, inferred types) so rows can be parsed. `planned` is
-        what the planning aggregate collected from `plan_column` for these records' topics."""
+    def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> Inspected:
+        """Looks at the batch so rows can be parsed. `planned`: the `plan_column` values of the
+        records (None: the decoder finds them, a scan). With `guessed`, `planned` is what the
+        topics carried last time, and a record with another one is left PENDING for a second pass
+        instead of being an error."""
         ...
+
+
+# The stage of a record a guessed pass could not decode because its schema was not among the guessed
+# ones: neither a row nor a dead letter, it is decoded in a second pass (see batch/new_schemas.py).
+PENDING = "pending"
+
+
+def pending() -> Column:
+    return error(PENDING, "NewSchema", "a writer schema this pass did not know")
+
+
+def is_pending(err: Column) -> Column:
+    """Whether `err` (a record's ERROR) marks it pending; false for a null (a decoded record)."""
+    return F.coalesce(err["stage"] == PENDING, F.lit(False))
 
 
 def error(stage: str, error_class: str, message: Column | str) -> Column:
@@ -85,4 +105,5 @@ def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
 
 
 def bad_records(parsed: DataFrame) -> DataFrame:
-    return parsed.where(F.col(ERROR).isNotNull())
+    """The records that failed to decode (not those left pending for a second pass)."""
+    return parsed.where(F.col(ERROR).isNotNull() & ~is_pending(F.col(ERROR)))

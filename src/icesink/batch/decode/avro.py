@@ -1,11 +1,12 @@
 """Confluent-framed Avro values -> rows, decoded in the JVM by Spark's from_avro.
 
-The driver finds the batch's distinct schema ids (a small aggregate), fetches each writer schema
-from the registry once, and decodes each id's records with its own writer schema; no Python runs
-per record. Records that cannot be decoded carry an ERROR naming the stage:
-`header` (not Confluent-framed), `schema` (id unknown to the registry, or not a record schema),
-`decode` (the body does not decode with its writer schema), `convert` (a field's type does not
-fit the table's column).
+The driver takes the schema ids the batch's topics carried last time (or, for a topic not seen yet,
+finds the batch's distinct ids: a small scan), fetches each writer schema from the registry once,
+and decodes each id's records with its own writer schema; no Python runs per record. Records that
+cannot be decoded carry an ERROR naming the stage: `header` (not Confluent-framed), `schema` (id
+unknown to the registry, or not a record schema), `decode` (the body does not decode with its
+writer schema), `convert` (a field's type does not fit the table's column). A record whose id the
+guess did not include is left pending (see seen_schemas.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
 
-from icesink.batch.decode import ERROR, ROW, VALUE, Source, debezium, error, no_error, semantic
+from icesink.batch.decode import ERROR, ROW, VALUE, Source, debezium, error, no_error, pending, semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.errors import SchemaNotFoundError
 from icesink.kafka import wire
@@ -97,8 +98,10 @@ class InspectedAvro:
         envelope: EnvelopeSpec | None,
         src: Source,
         memo: dict[Any, tuple[Column, list[Column], Column, Column]] | None = None,
+        guessed: bool = False,
     ) -> None:
         self._records = records
+        self._guessed = guessed
         self._envelope = envelope
         self._src = src
         self._writers = writers
@@ -123,6 +126,7 @@ class InspectedAvro:
             target.json(),
             tuple((w.key, w.writer, w.reader) for w in self._writers),
             tuple(sorted(self._unusable.items())),
+            self._guessed,
         )
         found = self._memo.get(memo_key)
         if found is None:
@@ -150,7 +154,10 @@ class InspectedAvro:
             row = F.when(is_w, w_row).otherwise(row)
         for frame_key_bytes, (stage, cls, msg) in self._unusable.items():
             reason = reason.when(key == F.lit(frame_key_bytes), error(stage, cls, msg))
-        reason = reason.otherwise(error("schema", "UnexpectedSchemaId", "schema id not seen while planning the batch"))
+        # A schema id the guess did not include: decoded by a second pass. Without a guess every id
+        # of the batch was looked up first, so another one cannot occur.
+        unknown = pending() if self._guessed else error("schema", "UnexpectedSchemaId", "schema id not seen first")
+        reason = reason.otherwise(unknown)
         return frame_key(self._src), decoded, row, reason
 
     def _decoded(self, col: Column, w: _Writer, target: StructType) -> tuple[Column, Column]:
@@ -183,6 +190,8 @@ class InspectedAvro:
 
 
 class AvroDecoder:
+    scans = False
+
     def __init__(self, registry: SchemaRegistry, envelope: EnvelopeSpec | None = None, src: Source = VALUE) -> None:
         self._registry = registry
         self._envelope = envelope
@@ -195,8 +204,9 @@ class AvroDecoder:
     def plan_column(self) -> Column:
         return frame_key(self._src)
 
-    def inspect(self, records: DataFrame, planned: list[Any] | None = None) -> InspectedAvro:
+    def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> InspectedAvro:
         if planned is None:
+            guessed = False
             planned = [r[0] for r in records.select(frame_key(self._src)).distinct().collect()]
         keys = sorted({bytes(k) for k in planned if k is not None})
         writers: list[_Writer] = []
@@ -238,4 +248,4 @@ class AvroDecoder:
                     continue
             writers.append(_Writer(k, sid, found.schema, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
-        return InspectedAvro(records, writers, unusable, self._envelope, self._src, self._memo)
+        return InspectedAvro(records, writers, unusable, self._envelope, self._src, self._memo, guessed)

@@ -48,6 +48,8 @@ def _looks_like_connect(inferred: StructType) -> bool:
 
 
 class JsonDecoder:
+    scans = True  # infers types over the batch
+
     def __init__(self, spark: SparkSession, envelope: EnvelopeSpec | None = None, src: Source = VALUE) -> None:
         self._spark = spark
         self._envelope = envelope
@@ -60,7 +62,7 @@ class JsonDecoder:
     def plan_column(self) -> None:
         return None
 
-    def inspect(self, records: DataFrame, planned: list[Any] | None = None) -> InspectedJson:
+    def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> InspectedJson:
         present = records.where(F.col(self._src.column).isNotNull())
         if not self._connect_seen:
             inferred = self._infer(present)

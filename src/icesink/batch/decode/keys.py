@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructType
 
-from icesink.batch.decode import ERROR, ROW, Decoder, no_error
+from icesink.batch.decode import ERROR, ROW, Decoder, is_pending, no_error
 from icesink.schema import evolution
 
 KEY_ROW = "__icesink_key_row"
@@ -24,11 +24,13 @@ def string_keys(records: DataFrame) -> tuple[DataFrame, DataType]:
 
 
 def decode_keys(
-    records: DataFrame, decoder: Decoder, key_column: str, current: StructType, planned: list[Any] | None
-) -> tuple[DataFrame, DataType]:
-    """`records` with the decoded key and its error (stage `key ...`; a null key is no error), and the
-    key's type: what the table's `key_column` holds (`current`: the table's schema) merged with the batch's."""
-    inspected = decoder.inspect(records, planned)
+    records: DataFrame, decoder: Decoder, key_column: str, current: StructType, planned: list[Any] | None,
+    guessed: bool = False,
+) -> tuple[DataFrame, DataType]:  # fmt: skip
+    """`records` with the decoded key and its error (stage `key ...`, or pending; a null key is no
+    error), and the key's type: what the table's `key_column` holds (`current`: the table's schema)
+    merged with the batch's. `planned`, `guessed`: as for `Decoder.inspect`."""
+    inspected = decoder.inspect(records, planned, guessed)
     have = current[key_column].dataType if key_column in current.fieldNames() else StructType([])
     key_target = evolution.merged(have, inspected.schema) if isinstance(have, StructType) else inspected.schema
     parsed = inspected.parse(key_target)
@@ -38,7 +40,9 @@ def decode_keys(
         failed["error_class"].alias("error_class"),
         failed["message"].alias("message"),
     )
-    key_error = F.when(F.col("key").isNull() | failed.isNull(), no_error()).otherwise(labelled)
+    key_error = (
+        F.when(F.col("key").isNull() | failed.isNull(), no_error()).when(is_pending(failed), failed).otherwise(labelled)
+    )
     # Exactly the key's columns: a decoder's row may carry helper fields (JSON's corrupt-record column).
     key_row = F.col(ROW)
     if isinstance(key_target, StructType):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructField, StructType
 
@@ -19,12 +19,13 @@ from icesink.batch import changes
 from icesink.batch import shape as shaping
 from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import ERROR, ROW, Inspected, no_error
+from icesink.batch.decode import ERROR, ROW, Inspected, is_pending, no_error, pending
 from icesink.batch.decode.keys import KEY_ERROR, KEY_ROW, decode_keys, string_keys
-from icesink.batch.plan import Collected, TablePlan, keep_condition
+from icesink.batch.plan import TablePlan, keep_condition
 from icesink.batch.route import Targets
+from icesink.batch.seen_schemas import with_schema_refs
 from icesink.batch.shape import FlatColumn
-from icesink.batch.work import TableWork, partition_fields
+from icesink.batch.work import Planned, TableWork, partition_fields
 from icesink.config import IncompatiblePolicy, KeyFormat, TableSettings, WriteMode
 from icesink.errors import ConfigError, SchemaConflictError
 from icesink.iceberg.jvm import JavaObject
@@ -35,36 +36,51 @@ log = logging.getLogger(__name__)
 
 
 def decode_tables(
-    ctx: BatchContext, targets: Targets, plans: list[tuple[TablePlan, JavaObject | None]], collected: Collected,
-    batch_id: int,
-) -> list[TableWork]:  # fmt: skip
-    """Each planned table's records decoded, but for tables that already hold all of them."""
+    ctx: BatchContext, targets: Targets, plans: list[tuple[TablePlan, JavaObject | None]], batch_id: int
+) -> list[TableWork]:
+    """Each planned table's records decoded, but for tables that already hold all of them. Tables
+    that exist are decoded with the schemas their topics carried last time (see `guess`)."""
     work = []
     for plan, table in plans:
         if plan.has_new_records:
-            condition = targets.conditions[plan.table]
-            work.append(decode_table(ctx, targets.source, plan, table, collected, condition))
+            records = targets.source.where(targets.conditions[plan.table]).where(keep_condition(plan.keep_from))
+            work.append(decode_table(ctx, records, plan, table, guess(ctx, plan, table)))
         else:
             log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
     return work
 
 
+def guess(ctx: BatchContext, plan: TablePlan, table: JavaObject | None) -> Planned:
+    """The writer schemas to decode a table's records with in one pass: what its topics carried
+    last time, when every topic has been seen and the table exists; else none (the decoders look
+    at the records first, and a new table is created from all of them)."""
+    if table is None:
+        return Planned()
+    values = ctx.seen.expected("value", plan.topics) if ctx.decoder.plan_column() is not None else None
+    keys = None
+    if ctx.key_decoder is not None and ctx.key_decoder.plan_column() is not None:
+        keys = ctx.seen.expected("key", plan.topics)
+        if keys is None:
+            values = None
+    if values is None:
+        return Planned()
+    return Planned(values, keys, guessed=True)
+
+
 def decode_table(
-    ctx: BatchContext, source: DataFrame, plan: TablePlan, table: JavaObject | None, collected: Collected,
-    condition: Column,
-) -> TableWork:  # fmt: skip
-    """The records of `source` the table takes (`condition`) and does not hold yet, decoded."""
-    records = source.where(condition).where(keep_condition(plan.keep_from))
+    ctx: BatchContext, records: DataFrame, plan: TablePlan, table: JavaObject | None, planned: Planned
+) -> TableWork:
+    """The table's `records` (those of the batch it takes and does not hold yet), decoded."""
     current = ctx.catalog.spark_schema(table) if table is not None else StructType([])
     settings = ctx.config.tables.settings_for(plan.table.name)
     key_column = ctx.config.decode.key_column
     key_type: DataType | None = None
+    parsed = with_schema_refs(records, ctx.decoder, ctx.key_decoder)
     if ctx.key_decoder is not None:
-        planned_keys = collected.for_topics("key", ctx.key_decoder, plan.topics)
-        records, key_type = decode_keys(records, ctx.key_decoder, key_column, current, planned_keys)
+        parsed, key_type = decode_keys(parsed, ctx.key_decoder, key_column, current, planned.keys, planned.guessed)
     elif ctx.config.decode.key_format is KeyFormat.STRING:
-        records, key_type = string_keys(records)
-    inspected = ctx.decoder.inspect(records, collected.for_topics("value", ctx.decoder, plan.topics))
+        parsed, key_type = string_keys(parsed)
+    inspected = ctx.decoder.inspect(parsed, planned.values, planned.guessed)
     nested = _nested(inspected.schema, key_type, key_column, settings)
     flat, incoming = _incoming(nested, current, settings)
     target = evolution.merged(current, incoming)
@@ -84,8 +100,14 @@ def decode_table(
     elif key_type is not None:
         # A value error is reported before a key error.
         parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), key_error))
+    if planned.guessed:
+        # Pending on either side: the whole record waits for the second pass.
+        waits = is_pending(F.col(ERROR))
+        if key_type is not None:
+            waits = waits | is_pending(F.col(KEY_ERROR))
+        parsed = parsed.withColumn(ERROR, F.when(waits, pending()).otherwise(F.col(ERROR)))
     parsed = parsed.drop(KEY_ROW, KEY_ERROR)
-    return TableWork(plan, table, target, parsed, settings, spec)
+    return TableWork(plan, table, target, parsed, settings, spec, records, planned)
 
 
 def _nested(values: StructType, key_type: DataType | None, key_column: str, settings: TableSettings) -> StructType:
