@@ -60,3 +60,6 @@ class WrittenFile:
     file_size: int
     content: str = "data"  # "data" | "deletes"
     partition: tuple[str | None, ...] = ()  # the partition values as Iceberg parses them from strings
+    # The file's Parquet footer, serialized as a footer-only file (PAR1, footer, length, PAR1): the
+    # commit takes the file's metrics from it instead of reading the footer back from storage.
+    footer: bytes = b""

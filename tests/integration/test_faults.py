@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from dev.kit import oracle
 from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL
-from dev.kit.kafka import create_topics, end_offsets
+from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.oracle import JSON_POISON, Ledger
 from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
@@ -215,6 +215,40 @@ def test_a_zombie_job_on_the_same_tables_is_fenced(spark: SparkSession, scenario
     assert "is another job writing this table? nothing was committed" in output
     assert len(snapshots(spark, table)) == 1
     oracle.check(spark, ledger, table, [topic], checkpoint=tmp_path / "other")
+
+
+def test_another_job_on_other_topics_of_the_same_table_commits_between_check_and_commit(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    # Two daily topics of one table, each read by its own job (their checkpoints apart): legal,
+    # and the offsets of each must survive the other's commits.
+    first, second = scenario.topic("views.20240205"), scenario.topic("views.20240206")
+    create_topics(first, second, partitions=1)
+    produce(first, [{"id": i} for i in range(50)])
+    produce(second, [{"id": 1000 + i} for i in range(30)])
+    a = scenario.write_config(tmp_path / "a.yaml", **{"kafka.subscribe_pattern": f"^{first}$"})
+    b = scenario.write_config(
+        tmp_path / "b.yaml",
+        **{"kafka.subscribe_pattern": f"^{second}$", "job.checkpoint_location": str(tmp_path / "other")},
+    )
+    table = scenario.table("views")
+
+    env, release = pause_env(tmp_path, "before-table-commit", 0)
+    log = tmp_path / "a.log"
+    job = start_cli(a, log, env)
+    paused(release, job, log)  # planned on a table without offsets, about to commit
+    other = run_cli(b)
+    assert other.returncode == 0, other.stderr[-3000:]
+    release.touch()
+    output = finish(job, log)
+
+    assert job.returncode == 0, output[-3000:]
+    assert "another writer committed offsets of other topics; committing on top" in output
+    ids = sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
+    assert ids == [*range(50), *range(1000, 1030)], "each record once"
+    snaps = snapshots(spark, table)
+    assert len(snaps) == 2
+    assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(first, second), "both jobs' offsets"
 
 
 # ---------------------------------------------------------------- 5: commit outcome unknown

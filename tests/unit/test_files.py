@@ -67,6 +67,25 @@ def test_files_roll_at_the_target_size(tmp_path: Path) -> None:
     files = write_files(task(tmp_path, target=1024 * 1024), batches, partition_id=0)
     assert len(files) > 1
     assert sum(f.record_count for f in files) == 900_000
+    for f in files:
+        assert_footer_describes(f.footer, f.path)
+
+
+def assert_footer_describes(footer: bytes, uri: str) -> None:
+    """The footer a file's descriptor carries is the file's own: the same row groups, columns and
+    statistics (what the commit's metrics are made of), readable as a Parquet file by itself."""
+    sent = pq.read_metadata(pa.BufferReader(footer))
+    written = pq.read_metadata(uri.removeprefix("file://"))
+    assert sent.to_dict() == written.to_dict()
+    assert sent.row_group(0).column(0).statistics == written.row_group(0).column(0).statistics
+
+
+def test_every_file_carries_its_footer(tmp_path: Path) -> None:
+    files = write_files(cdc_task(tmp_path, 0), iter([with_meta(spark_like_batch(0, 4), ["I", "U", "D", "I"], None)]), 0)
+    assert {f.content for f in files} == {"data", "deletes"}
+    for f in files:
+        assert_footer_describes(f.footer, f.path)
+        assert pq.read_metadata(pa.BufferReader(f.footer)).num_rows == f.record_count
 
 
 def cdc_task(folder: Path, partitions: int) -> WriteTask:

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 _VALIDATION_FAILED = "org.apache.iceberg.exceptions.ValidationException"
 _OUTCOME_UNKNOWN = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+_OTHERS_MOVED_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -59,20 +60,33 @@ def commit_files(
     committing would double rows: refuse instead.
     """
     ref = plan.table
-    table.refresh()
-    now = ancestry.committed_offsets(table)
-    if any(now.get(tp) != plan.committed.get(tp) for tp in plan.batch_tps):
-        raise _offsets_moved(ref, plan, now)
     data = [f for f in files if f.content == "data"]
     deletes = [f for f in files if f.content == "deletes"]
     if deletes and not key_columns:
         raise CommitError(f"table {ref}: delete files without key columns")
-    update = _update(spark, table, data, deletes, key_columns)
-    intended = advance(now, plan.next_offsets)
-    for k, v in codec.summary_properties(intended, query_id, batch_id).items():
-        update.set(k, v)
-    faults.maybe_pause("before-table-commit", batch_id)
-    snapshot_id = _commit_fenced(spark, table, update, plan, now, intended, query_id, batch_id)
+    # The table as loaded while planning this batch: Iceberg refreshes it as it commits (one
+    # request before its one commit request) and the fence checks the offsets there. It is
+    # refreshed here only when another writer moved offsets of topic-partitions this batch does
+    # not carry, which the summary carries forward.
+    for _ in range(_OTHERS_MOVED_ATTEMPTS):
+        now = ancestry.committed_offsets(table)
+        if any(now.get(tp) != plan.committed.get(tp) for tp in plan.batch_tps):
+            raise _offsets_moved(ref, plan, now)
+        update = _update(spark, table, data, deletes, key_columns)
+        intended = advance(now, plan.next_offsets)
+        for k, v in codec.summary_properties(intended, query_id, batch_id).items():
+            update.set(k, v)
+        faults.maybe_pause("before-table-commit", batch_id)
+        try:
+            snapshot_id = _commit_fenced(spark, table, update, plan, now, intended, query_id, batch_id)
+            break
+        except _OthersMovedError:
+            log.info("table %s: another writer committed offsets of other topics; committing on top", ref)
+    else:
+        raise CommitError(
+            f"table {ref}: other writers kept committing to it while batch {batch_id} did; nothing was committed, "
+            "the batch is replayed"
+        )
     return CommitResult(
         ref,
         snapshot_id,
@@ -81,6 +95,10 @@ def commit_files(
         delete_files=len(deletes),
         deletes=sum(f.record_count for f in deletes),
     )
+
+
+class _OthersMovedError(Exception):
+    """The fence refused a commit because offsets of topic-partitions the batch does not carry moved."""
 
 
 def _offsets_moved(ref: TableRef, plan: TablePlan, now: Offsets) -> CommitError:
@@ -117,7 +135,8 @@ def _update(
 
 
 class _Described:
-    """Iceberg's descriptions of the Parquet files a batch wrote, with the metrics of their footers."""
+    """Iceberg's descriptions of the Parquet files a batch wrote, with the metrics of their footers
+    (as the writers sent them, so the commit reads nothing from storage)."""
 
     def __init__(self, spark: SparkSession, table: JavaObject) -> None:
         self._spark = spark
@@ -129,7 +148,9 @@ class _Described:
         self._schema = table.schema()
 
     def _metrics(self, f: WrittenFile) -> JavaObject:
-        return self._ice.parquet.ParquetUtil.fileMetrics(self._io.newInputFile(f.path), self._metrics_config)
+        # From the footer the writer sent along (no read of the file); a file without one is read.
+        source = self._ice.inmemory.InMemoryInputFile(f.footer) if f.footer else self._io.newInputFile(f.path)
+        return self._ice.parquet.ParquetUtil.fileMetrics(source, self._metrics_config)
 
     def data_file(self, f: WrittenFile) -> JavaObject:
         builder = (
@@ -210,6 +231,7 @@ def _commit_fenced(
         cause = e
     table.refresh()
     newest = ancestry.newest_offsets(ancestry.of_table(table))
+    offsets = newest.offsets if newest else {}
     if codec.is_our_commit(newest.summary if newest else None, query_id, batch_id, intended):
         log.warning(
             "table %s: the commit of batch %d was not confirmed (%s), but the table holds it; going on",
@@ -221,4 +243,6 @@ def _commit_fenced(
             f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "
             "table does not hold it; nothing was committed, the batch is retried"
         ) from cause
-    raise _offsets_moved(plan.table, plan, newest.offsets if newest else {}) from cause
+    if all(offsets.get(tp) == plan.committed.get(tp) for tp in plan.batch_tps):
+        raise _OthersMovedError from cause
+    raise _offsets_moved(plan.table, plan, offsets) from cause
