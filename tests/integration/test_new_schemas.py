@@ -65,7 +65,7 @@ def test_a_new_writer_schema_mid_stream_gets_a_second_pass_in_the_same_snapshot(
 
     # Batch 1 ran with batch 0's schema and found the new ones (v2's, and the id the registry lacks).
     assert "batch 1: table" in caplog.text
-    assert "15 record(s) with writer schemas new to this job; decoding them in a second pass" in caplog.text
+    assert "15 record(s) with schemas new to the table or the job; decoding them in a second pass" in caplog.text
     table = scenario.table("readings")
     rows = {r.id: r for r in spark.sql(f"SELECT id, v, note FROM {table}").collect()}
     good = 2 * PER_BATCH - 2
@@ -121,6 +121,38 @@ def test_a_changelog_batch_with_a_new_schema_keeps_the_last_change_per_key(
     want = {i: (200 + i, f"n{i}") for i in range(5)} | {i: (i, None) for i in (7, 8, 9)}
     assert got == want
     assert codec.decode(snapshots(spark, table)[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(topic)
+
+
+def test_json_batches_parse_with_the_tables_columns_and_a_second_pass_takes_what_they_lack(
+    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = scenario.topic("orders.20240304")
+    create_topics(topic, partitions=1)
+    produce(topic, [{"id": i, "v": i} for i in range(10)])  # batch 0 creates the table: id, v
+    batch1: list[Any] = [
+        {"id": 10, "v": 10},
+        {"id": 11, "v": 11, "note": "new key"},  # pending: a column to add
+        "not json",  # bad in the first pass already
+        {"id": 13, "v": "abc"},  # pending, then bad: a string does not fit v (bigint)
+        {"id": 14, "v": 14, "gone": None},  # pending; null only: no column
+        {"id": 15, "v": 15},
+    ]
+    produce(topic, batch1)
+
+    caplog.set_level(logging.INFO, logger="icesink")
+    Job(spark, scenario.config(**{"kafka.max_offsets_per_trigger": 10})).run()
+
+    assert "batch 1: table" in caplog.text
+    assert "3 record(s) with schemas new to the table or the job; decoding them in a second pass" in caplog.text
+    table = scenario.table("orders")
+    assert spark.table(table).columns == ["id", "v", "note"]
+    rows = sorted((r.id, r.v, r.note) for r in spark.sql(f"SELECT * FROM {table}").collect())
+    assert rows == [(i, i, None) for i in range(11)] + [(11, 11, "new key"), (14, 14, None), (15, 15, None)]
+    snaps = snapshots(spark, table)
+    assert len(snaps) == 2
+    assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(topic)
+    letters = spark.sql(f"SELECT offset, error_class FROM icesink.{scenario.namespace}.dead_letters").collect()
+    assert sorted((r.offset, r.error_class) for r in letters) == [(12, "JsonParseError"), (13, "TypeMismatch")]
 
 
 @pytest.mark.slow

@@ -17,15 +17,16 @@ from icesink.batch.commit import commit_batch, commit_group
 from icesink.batch.context import BatchContext
 from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_dead_letters
 from icesink.batch.decode import bad_records
-from icesink.batch.decode.records import decode_tables
+from icesink.batch.decode.records import decode_tables, guess
 from icesink.batch.new_schemas import second_passes
-from icesink.batch.plan import plan_tables
+from icesink.batch.plan import TablePlan, plan_tables
 from icesink.batch.prepare import ready_tables
 from icesink.batch.ranges import input_ranges
 from icesink.batch.route import route_batch
+from icesink.batch.work import Planned
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
-from icesink.model import PartitionRange
+from icesink.iceberg.jvm import JavaObject
 from icesink.runtime import faults, retries
 from icesink.runtime.timings import BatchTimings, SparkJobs
 
@@ -132,15 +133,19 @@ class BatchHandler:
         if not ranges:
             log.info("batch %d: empty", batch_id)
             return
-        if _read_more_than_once(ctx, ranges):
-            batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
-            persisted.append(batch)
+        field_routed = any(ctx.router.route(t).field is not None for t in {r.tp.topic for r in ranges})
+        if field_routed:  # the routing pass reads the records, then the tables do
+            persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))
         targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref)
         persisted.extend(targets.persisted)
         plans = plan_tables(ctx, targets.ranges)
+        guesses = [guess(ctx, plan, table) for plan, table in plans]
+        if not field_routed and _read_more_than_once(ctx, plans, guesses):
+            # Nothing has read the batch yet: every read below takes it from the cache.
+            persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))
         timings.lap("plan")
         # 2. decode
-        work = decode_tables(ctx, targets, plans, batch_id)
+        work = decode_tables(ctx, targets, plans, guesses, batch_id)
         timings.lap("decode")
         query_id = self._query_id()
         unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
@@ -173,13 +178,18 @@ class BatchHandler:
         timings.records = sum(r.records for r in ranges)
 
 
-def _read_more_than_once(ctx: BatchContext, ranges: list[PartitionRange]) -> bool:
+def _read_more_than_once(
+    ctx: BatchContext, plans: list[tuple[TablePlan, JavaObject | None]], guesses: list[Planned]
+) -> bool:
     """Whether the batch's records are read more than once in the common case: then they are cached
     (in memory, spilling to disk) on the first read instead of read from Kafka again. Once is the
-    rule for one table whose decoder needs no look at the records first (Avro)."""
-    routes = [ctx.router.route(t) for t in sorted({r.tp.topic for r in ranges})]
-    if any(r.field is not None for r in routes):
-        return True  # the routing pass reads the records, then the tables do
-    if len({ref for r in routes for ref in r.tables}) > 1:
+    rule for one table decoded in one pass (a guess for each side whose decoder would scan)."""
+    todo = [(plan, planned) for (plan, _), planned in zip(plans, guesses, strict=True) if plan.has_new_records]
+    if len(todo) > 1:
         return True
-    return ctx.decoder.scans or (ctx.key_decoder is not None and ctx.key_decoder.scans)
+    for _, planned in todo:
+        if planned.values is None and ctx.decoder.scans:
+            return True
+        if ctx.key_decoder is not None and planned.keys is None and ctx.key_decoder.scans:
+            return True
+    return False

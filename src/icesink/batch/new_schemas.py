@@ -1,13 +1,14 @@
-"""Step 4b, the second pass of a table whose first pass met writer schemas it did not know.
+"""Step 4b, the second pass of a table whose first pass met schemas it did not know.
 
-The first pass decodes with the schemas the table's topics carried last time (seen_schemas.py) and
-leaves a record with another one pending: neither a row nor a dead letter. When the pass counted
-some, the second one lets the decoders look the new schemas up, evolves the table, and writes
-those records; the files of both passes go into the table's one snapshot. An append table's second
-pass reads only the pending records. An upsert/changelog table's reads all of its records again
-and its files replace the first pass's, because the last change per key must be chosen over the
-whole batch; the first pass's files are never committed (orphans, like those of a failed write).
-"""
+The first pass decodes with a guess: Avro, the writer schemas the table's topics carried last time
+(seen_schemas.py); JSON, the table's own columns. A record the guess does not cover (another
+writer schema; a JSON key or a value type the table lacks) is left pending: neither a row nor a
+dead letter. When the pass counted some, the second one lets the decoders look at those records
+(registry lookups, JSON inference), evolves the table, and writes them; the files of both passes
+go into the table's one snapshot. An append table's second pass reads only the pending records.
+An upsert/changelog table's reads all of its records again and its files replace the first
+pass's, because the last change per key must be chosen over the whole batch; the first pass's
+files are never committed (orphans, like those of a failed write)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def _second_pass(
     replace = work.changes is not None
     records = work.records if replace else work.records.where(pending_records(ctx, work.planned))
     log.info(
-        "batch %d: table %s: %s record(s) with writer schemas new to this job; %s",
+        "batch %d: table %s: %s record(s) with schemas new to the table or the job; %s",
         batch_id, work.plan.table, "some" if first.pending is None else first.pending,
         "decoding all of its records again (changes per key)" if replace else "decoding them in a second pass",
     )  # fmt: skip
@@ -79,12 +80,8 @@ def _second_pass(
 
 
 def pending_records(ctx: BatchContext, planned: Planned) -> Column:
-    """The records a guessed pass left pending: a value or key schema reference it was not given."""
-
-    def unknown(ref: Column | None, known: list[object] | None) -> Column:
-        if ref is None or known is None:
-            return F.lit(False)
-        return ref.isNotNull() & ~ref.isin(*[F.lit(k) for k in known]) if known else ref.isNotNull()
-
-    key_ref = ctx.key_decoder.plan_column() if ctx.key_decoder is not None else None
-    return unknown(ctx.decoder.plan_column(), planned.values) | unknown(key_ref, planned.keys)
+    """The records a guessed pass left pending: those its value's or its key's guess did not cover."""
+    out = ctx.decoder.pending(planned.values) if planned.values is not None else F.lit(False)
+    if ctx.key_decoder is not None and planned.keys is not None:
+        out = out | ctx.key_decoder.pending(planned.keys)
+    return out

@@ -19,13 +19,16 @@ from icesink.schema.partitioning import PartitionField
 
 @dataclass(frozen=True)
 class Planned:
-    """The writer schemas (decoders' `plan_column` values) a table's records are decoded with:
-    None for a side (value, key) whose decoder finds them itself; `guessed` when they are what the
-    topics carried last time, and a record with another one is left pending."""
+    """What a table's records are decoded with in one pass, per side (value, key), from the
+    decoder's `guess`: None for a side whose decoder looks at the records first (a scan). A record
+    a guess does not cover is left pending for a second pass."""
 
-    values: list[Any] | None = None
-    keys: list[Any] | None = None
-    guessed: bool = False
+    values: Any = None
+    keys: Any = None
+
+    @property
+    def guessed(self) -> bool:
+        return self.values is not None or self.keys is not None
 
 
 @dataclass

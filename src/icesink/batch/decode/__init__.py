@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 ROW = "__icesink_row"
 ERROR = "__icesink_error"
@@ -58,11 +58,21 @@ class Decoder(Protocol):
         when the decoder has no such thing."""
         ...
 
-    def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> Inspected:
+    def guess(self, seen: list[Any] | None, shape: DataType | None) -> Any | None:
+        """What to decode a table's records with in one pass, without looking at them: `seen`, the
+        `plan_column` values the topics carried last time (Avro), or `shape`, the table's type of
+        what this decoder reads (JSON); None when the decoder must look at the records first."""
+        ...
+
+    def pending(self, planned: Any) -> Column:
+        """The records (as read from Kafka) that a guessed inspect with `planned` leaves pending."""
+        ...
+
+    def inspect(self, records: DataFrame, planned: Any = None, guessed: bool = False) -> Inspected:
         """Looks at the batch so rows can be parsed. `planned`: the `plan_column` values of the
-        records (None: the decoder finds them, a scan). With `guessed`, `planned` is what the
-        topics carried last time, and a record with another one is left PENDING for a second pass
-        instead of being an error."""
+        records (None: the decoder finds them, a scan). With `guessed`, `planned` comes from
+        `guess`, and a record it does not cover is left PENDING for a second pass instead of being
+        an error."""
         ...
 
 

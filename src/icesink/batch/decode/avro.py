@@ -204,6 +204,15 @@ class AvroDecoder:
     def plan_column(self) -> Column:
         return frame_key(self._src)
 
+    def guess(self, seen: list[Any] | None, shape: DataType | None) -> list[Any] | None:
+        """The frame keys to decode with in one pass: those the topics carried last time."""
+        return seen
+
+    def pending(self, planned: Any) -> Column:
+        """The records a guessed inspect with `planned` (frame keys) leaves pending: another key."""
+        ref = frame_key(self._src)
+        return ref.isNotNull() & ~ref.isin(*[F.lit(k) for k in planned]) if planned else ref.isNotNull()
+
     def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> InspectedAvro:
         if planned is None:
             guessed = False

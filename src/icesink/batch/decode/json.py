@@ -1,7 +1,10 @@
 """JSON values (or keys) -> rows.
 
 Plain JSON: types are inferred by Spark's JSON reader in the JVM over the whole batch (`1` and
-`2.5` unify to double), then every value is parsed with the table's (evolved) schema.
+`2.5` unify to double), then every value is parsed with the table's (evolved) schema. Once the
+table exists, a batch is parsed with the table's schema in one pass instead, and the records it
+does not cover (a new key, a value of a wider type) are left pending: a second pass infers over
+those only (batch/new_schemas.py).
 
 Kafka Connect JSON (`{"schema": ..., "payload": ...}`, JsonConverter with schemas on, Debezium's
 default): the record's own Connect schema decides the types, not inference (see `connect`): a
@@ -19,9 +22,9 @@ import json
 import logging
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import ArrayType, AtomicType, DataType, StructType
 
 from icesink.batch.decode import VALUE, Source, connect, debezium
 from icesink.batch.decode.debezium import EnvelopeSpec
@@ -29,14 +32,20 @@ from icesink.batch.decode.json_rows import (
     PARSE_OPTIONS,
     InspectedJson,
     SchemaInBatch,
+    corrupt_under,
     json_text,
     schema_hash,
     schema_text,
+    unfit,
 )
 from icesink.iceberg.jvm import jsession, jvm
 from icesink.schema.evolution import CORRUPT_COLUMN
 
 log = logging.getLogger(__name__)
+
+
+def _flat(t: DataType) -> bool:
+    return isinstance(t, AtomicType) or (isinstance(t, ArrayType) and isinstance(t.elementType, AtomicType))
 
 
 def _looks_like_connect(inferred: StructType) -> bool:
@@ -62,7 +71,23 @@ class JsonDecoder:
     def plan_column(self) -> None:
         return None
 
-    def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> InspectedJson:
+    def guess(self, seen: list[Any] | None, shape: DataType | None) -> StructType | None:
+        """The table's shape of these records, when plain JSON can be parsed with it in one pass
+        and a record it does not cover be told apart (`unfit`): no envelope, no Connect schemas
+        met so far, only primitive columns and arrays of them."""
+        if self._envelope is not None or self._connect_seen or not isinstance(shape, StructType) or not shape.fields:
+            return None
+        return shape if all(_flat(f.dataType) for f in shape.fields) else None
+
+    def pending(self, planned: Any) -> Column:
+        """The records a guessed inspect with `planned` (a shape from `guess`) leaves pending."""
+        assert isinstance(planned, StructType)
+        return unfit(self._src, planned, corrupt_under(self._src, planned))
+
+    def inspect(self, records: DataFrame, planned: Any = None, guessed: bool = False) -> InspectedJson:
+        if guessed and isinstance(planned, StructType):
+            # Parsed with the table's shape; the records it does not cover wait for a second pass.
+            return InspectedJson(records, planned, [], None, self._src, guessed=True)
         present = records.where(F.col(self._src.column).isNotNull())
         if not self._connect_seen:
             inferred = self._infer(present)

@@ -11,7 +11,18 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from icesink.batch.decode import ERROR, ROW, Source, connect, connect_columns, debezium, error, fenced, no_error
+from icesink.batch.decode import (
+    ERROR,
+    ROW,
+    Source,
+    connect,
+    connect_columns,
+    debezium,
+    error,
+    fenced,
+    no_error,
+    pending,
+)
 from icesink.batch.decode.avro import align
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.schema.evolution import CORRUPT_COLUMN, conflicts, merged, parse_schema
@@ -58,9 +69,12 @@ class InspectedJson:
         schemas: list[SchemaInBatch],
         envelope: EnvelopeSpec | None,
         src: Source,
+        guessed: bool = False,
     ) -> None:
         self._records = records
         self._src = src
+        # `inferred` is the table's shape, not the batch's: a record it does not fit is pending.
+        self._guessed = guessed
         self._inferred = inferred  # None: every record carries a Connect schema
         self._schemas = schemas
         self._envelope = envelope
@@ -138,7 +152,11 @@ class InspectedJson:
                 # Typed as the Connect branches' rows: without the corrupt-record column.
                 fields = [row[f.name].alias(f.name) for f in target.fields]
                 row = F.when(row.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
-            return plain, row, _reason(self._src, _PLAIN, no_error())
+            reason = _reason(self._src, _PLAIN, no_error())
+            if self._guessed:
+                corrupt = F.col(f"{_PLAIN}.{CORRUPT_COLUMN}")
+                reason = F.when(unfit(self._src, target, corrupt), pending()).otherwise(reason)
+            return plain, row, reason
         # before/after are parsed straight as the target's row columns: no cast needed after.
         env_type = debezium.envelope_parse_type(inferred, target, self._envelope)
         plain = F.from_json(json_text(self._src), parse_schema(env_type), PARSE_OPTIONS)
@@ -183,6 +201,24 @@ class InspectedJson:
             row = debezium.row(value, value_type, target, self._envelope, align)
             return row, reason.otherwise(debezium.envelope_error(value, value_type))
         return align(value, schema.result_type, target), reason.otherwise(no_error())
+
+
+def unfit(src: Source, shape: StructType, corrupt: Column) -> Column:
+    """Whether a record is a JSON object that `shape` does not cover: a top-level key that is not
+    one of its columns (the parse would drop it), or a value its column type does not take (the
+    parse flags it in `corrupt`, the corrupt-record column of parsing with `shape`). Such a record is
+    not bad: inferring the types over it may widen or add columns. Only for shapes of primitive
+    columns and arrays of them (a nested field's new key is not seen here)."""
+    text = json_text(src)
+    names = F.array(*[F.lit(f.name) for f in shape.fields]) if shape.fields else F.array().cast("array<string>")
+    new_key = F.coalesce(F.size(F.array_except(F.json_object_keys(text), names)) > 0, F.lit(False))
+    object_not_fitting = corrupt.isNotNull() & F.try_parse_json(corrupt).isNotNull() & F.ltrim(corrupt).startswith("{")
+    return F.col(src.column).isNotNull() & (new_key | F.coalesce(object_not_fitting, F.lit(False)))
+
+
+def corrupt_under(src: Source, shape: StructType) -> Column:
+    """The corrupt-record column of parsing the record with `shape` (null when it fits)."""
+    return F.from_json(json_text(src), parse_schema(shape), PARSE_OPTIONS)[CORRUPT_COLUMN]
 
 
 def _as_is(col: Column, source: DataType, target: DataType) -> Column:

@@ -24,7 +24,7 @@ def string_keys(records: DataFrame) -> tuple[DataFrame, DataType]:
 
 
 def decode_keys(
-    records: DataFrame, decoder: Decoder, key_column: str, current: StructType, planned: list[Any] | None,
+    records: DataFrame, decoder: Decoder, key_column: str, current: StructType, planned: Any,
     guessed: bool = False,
 ) -> tuple[DataFrame, DataType]:  # fmt: skip
     """`records` with the decoded key and its error (stage `key ...`, or pending; a null key is no

@@ -36,35 +36,43 @@ log = logging.getLogger(__name__)
 
 
 def decode_tables(
-    ctx: BatchContext, targets: Targets, plans: list[tuple[TablePlan, JavaObject | None]], batch_id: int
-) -> list[TableWork]:
-    """Each planned table's records decoded, but for tables that already hold all of them. Tables
-    that exist are decoded with the schemas their topics carried last time (see `guess`)."""
+    ctx: BatchContext, targets: Targets, plans: list[tuple[TablePlan, JavaObject | None]],
+    guesses: list[Planned], batch_id: int,
+) -> list[TableWork]:  # fmt: skip
+    """Each planned table's records decoded (with its `guess`), but for tables that already hold all of them."""
     work = []
-    for plan, table in plans:
+    for (plan, table), planned in zip(plans, guesses, strict=True):
         if plan.has_new_records:
             records = targets.source.where(targets.conditions[plan.table]).where(keep_condition(plan.keep_from))
-            work.append(decode_table(ctx, records, plan, table, guess(ctx, plan, table)))
+            work.append(decode_table(ctx, records, plan, table, planned))
         else:
             log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
     return work
 
 
 def guess(ctx: BatchContext, plan: TablePlan, table: JavaObject | None) -> Planned:
-    """The writer schemas to decode a table's records with in one pass: what its topics carried
-    last time, when every topic has been seen and the table exists; else none (the decoders look
-    at the records first, and a new table is created from all of them)."""
+    """What to decode a table's records with in one pass (see `Decoder.guess`): the schemas its
+    topics carried last time (Avro), or the table's own columns (JSON). Nothing for a table that
+    does not exist yet (a new table is created from all of its records), nor a shape for a table
+    that spells or nests columns unlike the records (flattened, case-insensitive) or refuses
+    conflicting types."""
     if table is None:
         return Planned()
-    values = ctx.seen.expected("value", plan.topics) if ctx.decoder.plan_column() is not None else None
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    current = ctx.catalog.spark_schema(table)
+    key_column = ctx.config.decode.key_column
+    keyed = ctx.key_decoder is not None or ctx.config.decode.key_format is KeyFormat.STRING
+    # A shape guess parses with the table's types, which take some values a look at the batch
+    # would call a conflict (an integer for a string column): only where conflicts are let through.
+    as_records = not settings.flatten_separator and not settings.case_insensitive
+    as_records = as_records and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER
+    value_shape = StructType([f for f in current.fields if not (keyed and f.name == key_column)])
+    key_shape = current[key_column].dataType if key_column in current.fieldNames() else None
+    values = ctx.decoder.guess(ctx.seen.expected("value", plan.topics), value_shape if as_records else None)
     keys = None
-    if ctx.key_decoder is not None and ctx.key_decoder.plan_column() is not None:
-        keys = ctx.seen.expected("key", plan.topics)
-        if keys is None:
-            values = None
-    if values is None:
-        return Planned()
-    return Planned(values, keys, guessed=True)
+    if ctx.key_decoder is not None:
+        keys = ctx.key_decoder.guess(ctx.seen.expected("key", plan.topics), key_shape if as_records else None)
+    return Planned(values, keys)
 
 
 def decode_table(
@@ -77,10 +85,11 @@ def decode_table(
     key_type: DataType | None = None
     parsed = with_schema_refs(records, ctx.decoder, ctx.key_decoder)
     if ctx.key_decoder is not None:
-        parsed, key_type = decode_keys(parsed, ctx.key_decoder, key_column, current, planned.keys, planned.guessed)
+        guessed = planned.keys is not None
+        parsed, key_type = decode_keys(parsed, ctx.key_decoder, key_column, current, planned.keys, guessed)
     elif ctx.config.decode.key_format is KeyFormat.STRING:
         parsed, key_type = string_keys(parsed)
-    inspected = ctx.decoder.inspect(parsed, planned.values, planned.guessed)
+    inspected = ctx.decoder.inspect(parsed, planned.values, planned.values is not None)
     nested = _nested(inspected.schema, key_type, key_column, settings)
     flat, incoming = _incoming(nested, current, settings)
     target = evolution.merged(current, incoming)
