@@ -54,20 +54,23 @@ class BatchHandler:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commits one micro-batch. The steps, in order:
 
-        1. plan (plan.py, route.py): aggregate the batch to first/last offset per topic-partition
-           (small); route each topic to its tables by the routing rules (field-routed topics:
-           decode the field once and route each record); read each table's committed offsets;
-           records below them are already in the table and are dropped (replays, lost
-           checkpoints, resets);
-        2. decode (decode/records.py): per table, inspect the batch's schemas (registry ids,
-           inferred JSON types) and parse every record with the table's (evolved) schema; for
-           upsert/changelog tables, classify each change; a record that does not decode is a dead
-           letter, or fails the whole batch before anything is written (`on_error: fail`);
+        1. plan (ranges.py, plan.py, route.py): the batch's offset range per topic-partition, from
+           Spark's Kafka source (no scan); route each topic to its tables by the routing rules
+           (field-routed topics: decode the field once and route each record); read each table's
+           committed offsets; records below them are already in the table and are dropped
+           (replays, lost checkpoints, resets);
+        2. decode (decode/records.py): per table, with a guess when the table exists (Avro: the
+           writer schemas its topics carried last time; JSON: the table's columns), else after a
+           look at the records (registry ids, inferred JSON types), parse every record with the
+           table's (evolved) schema; for upsert/changelog tables, classify each change; a record
+           that does not decode is a dead letter, or fails the whole batch before anything is
+           written (`on_error: fail`); one the guess does not cover is pending;
         3. prepare (prepare.py): create missing tables (format v2) and evolve their schemas, each
            change its own metadata commit, idempotently;
-        4. write (write.py, files.py, dead_letters.py): executors write Parquet data (and
-           equality-delete) files, for every table and the dead letters, and return descriptors,
-           never rows;
+        4. write (write.py, files.py, new_schemas.py, dead_letters.py): executors write Parquet data
+           (and equality-delete) files, for every table and the dead letters, and return
+           descriptors with the files' footers, never rows; pending records get a second pass
+           (the table evolved first) whose files join the first pass's;
         5. commit (commit.py): the dead-letter table first, then ONE snapshot per table (an append,
            or a RowDelta), each with its new offsets, query id and batch id in the summary, refused
            if its offsets moved meanwhile.
@@ -129,7 +132,7 @@ class BatchHandler:
         ctx = self._ctx
         # 1. plan
         ranges = input_ranges(batch)
-        timings.lap("read")
+        timings.lap("ranges")
         if not ranges:
             log.info("batch %d: empty", batch_id)
             return
@@ -157,7 +160,7 @@ class BatchHandler:
         # 3. prepare
         ready = ready_tables(ctx, work)
         timings.lap("prepare")
-        # 4. write (a second pass for records with writer schemas new to the job)
+        # 4. write (a second pass for the records a guess did not cover)
         written = write_tables(ctx, ready, ranges, batch_id, query_id)
         written = second_passes(ctx, written, ranges, batch_id, query_id, refuse)
         timings.lap("write")

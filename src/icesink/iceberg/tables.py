@@ -227,7 +227,7 @@ class IcebergCatalog:
         key_columns: Sequence[str] = (),
     ) -> CommitResult:
         """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
-        self.requests += 1
+        self.requests += 2  # Iceberg refreshes the table as it applies the commit, then sends it
         return commit_files(self._spark, table, files, plan, query_id, batch_id, key_columns)
 
     # ------------------------------------------------------------------ helpers

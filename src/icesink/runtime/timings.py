@@ -16,9 +16,11 @@ from pyspark.sql import SparkSession
 class BatchTimings:
     batch_id: int
     records: int = 0
-    # step -> seconds, in the order the steps ran: read (Kafka read + planning aggregate), plan
-    # (routing, table offsets), decode (schemas, JSON inference), dead_letters, prepare (create,
-    # evolve), write (decode + Parquet files on the executors), commit (all tables), group.
+    # step -> seconds, in the order the steps ran: ranges (the offset ranges Spark planned), plan
+    # (routing, table offsets, caching the batch when it is read more than once), decode (schemas,
+    # JSON inference when the table cannot be guessed), prepare (create, evolve), write (the Kafka
+    # read, decode and Parquet files on the executors; a second pass), dead_letters, commit (all
+    # tables), group.
     steps: dict[str, float] = field(default_factory=dict)
     total: float = 0.0
     spark_jobs: int | None = None  # Spark jobs the batch ran (None: not counted)
