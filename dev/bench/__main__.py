@@ -19,11 +19,20 @@ def e2e_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-per-trigger", type=int, default=500_000, help="maxOffsetsPerTrigger of catch-up runs")
     parser.add_argument("--sweep", default="25000,100000,250000,500000,1000000", help="maxOffsetsPerTrigger sizes")
     parser.add_argument("--sweep-records", type=int, default=1_000_000, help="records read per sweep run")
-    parser.add_argument("--rate", type=int, default=5_000, help="freshness: input records/s")
-    parser.add_argument("--seconds", type=int, default=60, help="freshness: seconds of steady input per trigger")
+    parser.add_argument("--rates", default="5000,20000", help="freshness: input records/s, comma-separated")
+    parser.add_argument("--seconds", type=int, default=60, help="freshness: seconds of steady input per run")
+    parser.add_argument("--memory-records", type=int, default=2_000_000,
+                        help="memory: records of its one run, in batches of 2M (default 2M)")  # fmt: skip
     parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
     parser.add_argument("--out", type=Path, default=REPO / "bench-results")
     parser.add_argument("--render", action="store_true", help="only re-render --out/report.md from its report.json")
+
+
+def numbers(option: str, text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x)
+    except ValueError:
+        raise ValueError(f"{option}: comma-separated whole numbers, not {text!r}") from None
 
 
 def e2e(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
@@ -40,10 +49,11 @@ def e2e(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
             records=args.records,
             repeat=args.repeat,
             max_per_trigger=args.max_per_trigger,
-            sweep=tuple(int(x) for x in args.sweep.split(",") if x),
+            sweep=numbers("--sweep", args.sweep),
             sweep_records=args.sweep_records,
-            rate=args.rate,
+            rates=numbers("--rates", args.rates),
             seconds=args.seconds,
+            memory_records=args.memory_records,
             parts=tuple(p for p in args.only.split(",") if p),
         )
     except ValueError as e:
@@ -69,7 +79,9 @@ def main(argv: list[str]) -> None:
     cdc.add_arguments(sub.add_parser("cdc", help="the CDC benchmark", description=cdc.__doc__, formatter_class=raw))
     render = sub.add_parser("render", help="docs/performance.md from a report.json")
     render.add_argument("report", type=Path, help="a report.json of `e2e` (with `decode` and `cdc` sections if any)")
-    render.add_argument("--out", type=Path, default=REPO / "docs" / "performance.md")
+    render.add_argument(
+        "--out", type=Path, default=REPO / "docs" / "performance.md", help="default docs/performance.md"
+    )
     sub.add_parser("worker").add_argument("spec")  # one measurement, run by `e2e` in its own process
     sub.add_parser("produce").add_argument("spec")  # the freshness run's steady producer
     args = parser.parse_args(argv)

@@ -4,7 +4,9 @@
 first prototype's decoder, "seed 000"), appended each batch with Spark's Iceberg writer
 (foreachBatch + writeTo().append()). `builtin` is Spark's Iceberg streaming sink
 (writeStream.format("iceberg"), append) after a JVM from_avro on the value with its 5-byte header
-stripped.
+stripped; on the JSON topic (`builtin-json`) after a from_json with the records' fixed schema.
+`noop` scans the Avro topic into Spark's noop sink: the most any sink can take from Kafka here.
+`builtin-freshness` is Spark's sink with a processing-time trigger at a steady input rate.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any
 import pandas as pd  # module level: pandas_udf reads the UDF's type hints from its globals
 
 from dev.bench import CATALOG
-from dev.bench.measure import emit, tree_cpu
+from dev.bench.freshness import file_latencies, input_span, steady_input, wait_until, warm_up
+from dev.bench.measure import emit, query_batches, query_jobs, tree_cpu, written
 from dev.bench.spec import WorkerSpec
-from dev.bench.workloads import SCHEMA
+from dev.bench.workloads import JSON_DDL, SCHEMA
 from dev.kit.endpoints import KAFKA, REGISTRY_URL
 
 
@@ -61,59 +64,118 @@ def deserializer_udf(schema: Any, url: str, *, nulls_on_error: bool = True) -> A
     return decode
 
 
-def avro_struct(spark: Any) -> Any:
+def row_struct(spark: Any, variant: str) -> Any:
+    """The rows' Spark type: what from_avro makes of the Avro schema, or the JSON records' fixed one."""
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
+    if variant == "json":
+        return spark.createDataFrame([], JSON_DDL).schema
     empty = spark.createDataFrame([], "value binary")
     return empty.select(from_avro(F.col("value"), json.dumps(SCHEMA)).alias("r")).schema["r"].dataType
 
 
+def decoded_rows(source: Any, variant: str, struct: Any) -> Any:
+    """The Kafka records' values as rows, decoded in the JVM."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import from_avro
+
+    if variant == "json":
+        return source.select(F.from_json(F.col("value").cast("string"), struct).alias("r")).select("r.*")
+    return source.select(from_avro(F.expr("substring(value, 6)"), json.dumps(SCHEMA)).alias("r")).select("r.*")
+
+
 def kafka_stream(spark: Any, topic: str, max_per_trigger: int) -> Any:
-    return (
+    """The topic from its start; no maxOffsetsPerTrigger when `max_per_trigger` is 0 (freshness)."""
+    reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", KAFKA)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(max_per_trigger))
-        .load()
     )
+    if max_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
+    return reader.load()
+
+
+def fresh_table(spark: Any, spec: WorkerSpec, struct: Any) -> str:
+    ns = f"{spec.tag}_{spec.kind.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+    table = f"{CATALOG}.{ns}.events"
+    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{ns}")
+    spark.createDataFrame([], struct).writeTo(table).using("iceberg").tableProperty("format-version", "2").create()
+    return table
+
+
+def start_query(spark: Any, spec: WorkerSpec, topic: str, table: str | None, checkpoint: str, struct: Any) -> Any:
+    """The baseline's available-now query, started."""
+    from pyspark.sql import functions as F
+
+    source = kafka_stream(spark, topic, spec.max_per_trigger)
+    if spec.kind == "noop":
+        writer = source.writeStream.format("noop").option("checkpointLocation", checkpoint)
+        return writer.trigger(availableNow=True).start()
+    if spec.kind == "seed000":
+        decode = deserializer_udf(struct, REGISTRY_URL)
+
+        def append(batch: Any, _: int) -> None:
+            batch.select(decode(F.col("value")).alias("r")).select("r.*").writeTo(table).append()
+
+        q = source.writeStream.option("checkpointLocation", checkpoint).foreachBatch(append)
+        return q.trigger(availableNow=True).start()
+    writer = iceberg_writer(decoded_rows(source, spec.variant, struct), checkpoint)
+    return writer.trigger(availableNow=True).toTable(table)
+
+
+def iceberg_writer(rows: Any, checkpoint: str) -> Any:
+    return rows.writeStream.format("iceberg").outputMode("append").option("checkpointLocation", checkpoint)
 
 
 def run_baseline(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
-    from pyspark.sql import functions as F
-    from pyspark.sql.avro.functions import from_avro
-
-    struct = avro_struct(spark)
+    """A warm-up run on the warm-up topic, then `repeat` timed catch-up runs, each into a fresh
+    table (none for `noop`)."""
+    struct = row_struct(spark, spec.variant)
     for i in range(-1, spec.repeat):
         warm = i < 0
         topic = spec.warm_topic if warm else spec.topic
-        ns = f"{spec.tag}_{spec.kind}_{uuid.uuid4().hex[:6]}"
-        table = f"{CATALOG}.{ns}.events"
-        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {CATALOG}.{ns}")
-        spark.createDataFrame([], struct).writeTo(table).using("iceberg").tableProperty("format-version", "2").create()
-        source = kafka_stream(spark, topic, spec.max_per_trigger)
-        checkpoint = str(tmp / f"cp-{ns}")
+        table = None if spec.kind == "noop" else fresh_table(spark, spec, struct)
+        checkpoint = str(tmp / f"cp-{uuid.uuid4().hex}")
         started, cpu = time.perf_counter(), tree_cpu()
-        if spec.kind == "seed000":
-            decode = deserializer_udf(struct, REGISTRY_URL)
-
-            def append(batch: Any, _: int, decode: Any = decode, table: str = table) -> None:
-                batch.select(decode(F.col("value")).alias("r")).select("r.*").writeTo(table).append()
-
-            q = source.writeStream.option("checkpointLocation", checkpoint).foreachBatch(append)
-            query = q.trigger(availableNow=True).start()
-        else:
-            decoded = source.select(from_avro(F.expr("substring(value, 6)"), json.dumps(SCHEMA)).alias("r"))
-            writer = (
-                decoded.select("r.*")
-                .writeStream.format("iceberg")
-                .outputMode("append")
-                .option("checkpointLocation", checkpoint)
-            )
-            query = writer.trigger(availableNow=True).toTable(table)
+        query = start_query(spark, spec, topic, table, checkpoint, struct)
         query.awaitTermination()
         seconds, cpu = time.perf_counter() - started, tree_cpu() - cpu
-        rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
-        if not warm:
-            emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, rows=rows, batches=[], table=table)
+        if warm:
+            continue
+        batches = query_batches(query)
+        outcome: dict[str, Any] = {"rows": sum(b["records"] for b in batches)}
+        if table is not None:
+            outcome = {"rows": spark.sql(f"SELECT count(*) FROM {table}").first()[0], **written(spark, table)}
+        emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, batches=[], n_batches=len(batches),
+             spark_jobs=query_jobs(spark, query), catalog_requests=None, table=table, **outcome)  # fmt: skip
+
+
+def run_builtin_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
+    """Spark's Iceberg sink with a processing-time trigger while a separate process produces at a
+    steady rate (no maxOffsetsPerTrigger, as icesink's freshness run)."""
+    struct = row_struct(spark, "avro")
+    table = fresh_table(spark, spec, struct)
+    rows = decoded_rows(kafka_stream(spark, spec.topic, 0), "avro", struct)
+    writer = iceberg_writer(rows, str(tmp / f"cp-{uuid.uuid4().hex}"))
+    query = writer.trigger(processingTime=f"{spec.interval} seconds").toTable(table)
+
+    def holds(records: int) -> bool:
+        # From the snapshot's summary, as icesink's run checks its offsets: no scan beside the query.
+        last = f"SELECT summary['total-records'] AS n FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1"
+        rows = spark.sql(last).collect()
+        return bool(rows) and int(rows[0].n) >= records
+
+    since = warm_up(spec.topic, lambda ends: holds(sum(ends.values())))
+    warm_batches = len(query_batches(query))
+    produced = sum(steady_input(spec).values())
+    wait_until(lambda: holds(produced), lambda: query.exception() is not None, spec.interval)
+    if query.exception() is not None:
+        raise SystemExit(f"builtin freshness run failed: {query.exception()}")
+    batches = query_batches(query)[warm_batches:]
+    query.stop()
+    latencies = file_latencies(spark, table, spec.topic)
+    emit(kind="freshness", interval=spec.interval, rate=spec.rate, latencies=latencies, batches=batches,
+         span=input_span(spark, spec.topic, since))  # fmt: skip

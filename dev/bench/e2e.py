@@ -1,4 +1,5 @@
-"""The end-to-end benchmark: icesink against a pandas_udf decoder and Spark's own Iceberg sink.
+"""The end-to-end benchmark: icesink against a pandas_udf decoder, Spark's own Iceberg sink and the
+plain Kafka scan, in one run and one report.
 
 Needs the local stack (`dev/stack up`; endpoints from `dev/stack env`). It pre-loads fresh topics
 (2 partitions each) with N records: Confluent-wire-format Avro values (~200 bytes, 18 fields with
@@ -13,16 +14,28 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
                          (foreachBatch + writeTo().append())
   builtin                Spark's Iceberg streaming sink (writeStream.format("iceberg"), append)
                          after a JVM from_avro on the value with the 5-byte header stripped
-  freshness              icesink at a steady input rate with a 1 s and a 10 s processing-time
+  builtin-json           the same sink on the JSON topic, after from_json with the records' fixed
+                         schema (the types icesink infers for them)
+  noop                   the Avro topic scanned into Spark's noop sink: the physical limit
+  freshness              icesink at each --rates input rate with a 1 s and a 10 s processing-time
                          trigger: latency from each record's Kafka timestamp to the commit
                          timestamp of the snapshot that holds it (p50, p99)
+  builtin-freshness      Spark's Iceberg sink the same way, at the 1 s trigger and the same rates
+  small                  icesink-avro at maxOffsetsPerTrigger 1,000 over 20,000 records: the end
+                         to end time of a tiny batch; then the batch handler called on an empty
+                         micro-batch 20 times (medians)
+  memory                 icesink-avro, --memory-records records at maxOffsetsPerTrigger 2,000,000
+                         (one batch of 2M by default): peak RSS of the driver JVM and the workers
   sweep                  icesink-avro throughput across maxOffsetsPerTrigger sizes (PNG)
 
 Every catch-up approach reads the same topic with the same maxOffsetsPerTrigger, after a warm-up
 run (JVM, Python workers, registry cache) in the same process, each run into a fresh table. For
-icesink it also collects the per-batch step timings of the batch handler (Kafka read + planning
-aggregate, plan, decode, dead letters, prepare, write, commit), and for every approach the peak
-RSS of the driver JVM and of the Python workers (the process tree, sampled every 0.2 s).
+each it records CPU-seconds per million records (the process tree), Spark jobs per batch, bytes of
+data files per row written and data files per batch; for icesink also the per-batch step timings
+of the batch handler (its steps, as icesink.runtime.timings names them) and its catalog requests;
+for every approach the peak RSS of the driver JVM and of the Python workers (the process tree,
+sampled every 0.2 s). The report judges each of `Targets` (spec.py) on figures of this run: met,
+MISSED, or not measured when `--only` left out its parts.
 
 It writes report.json, report.md and sweep.png into --out and prints the summary; `render` turns
 report.json into docs/performance.md. Figures taken while other work runs on the machine are
@@ -37,15 +50,45 @@ import shlex
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dev.bench import report as rep
 from dev.bench.measure import measure
-from dev.bench.spec import CATCH_UP, TARGETS, RunSpec, WorkerSpec
+from dev.bench.spec import (
+    CATCH_UP,
+    FRESHNESS_RUNS,
+    MEMORY_TRIGGER,
+    SMALL_RECORDS,
+    SMALL_TRIGGER,
+    TARGETS,
+    RunSpec,
+    WorkerSpec,
+)
 from dev.bench.workloads import load
 from dev.kit.endpoints import KAFKA
 from dev.kit.kafka import create_topics, end_offsets
+
+
+@dataclass
+class Bench:
+    """What the parts of one run share: its tag, topics (all deleted at the end) and log."""
+
+    spec: RunSpec
+    log: Path
+    tag: str = field(default_factory=lambda: f"bench_{uuid.uuid4().hex[:6]}")
+    topics: dict[str, str] = field(default_factory=dict)
+
+    def base(self) -> dict[str, Any]:
+        s = self.spec
+        return {"tag": self.tag, "records": s.records, "repeat": s.repeat, "max_per_trigger": s.max_per_trigger}
+
+    def topic(self, name: str) -> str:
+        """A fresh topic of this run (2 partitions)."""
+        self.topics[name] = f"{self.tag}_{name}"
+        create_topics(self.topics[name], partitions=2)
+        return self.topics[name]
 
 
 def run(spec: RunSpec, out: Path) -> dict[str, Any]:
@@ -54,52 +97,17 @@ def run(spec: RunSpec, out: Path) -> dict[str, Any]:
     log = out / "bench.log"
     log.write_text("")
     started, started_at, machine = time.perf_counter(), rep.now(), rep.machine()
-    tag = f"bench_{uuid.uuid4().hex[:6]}"
-    n = spec.records
-    topics = {v: f"{tag}_{v}" for v in ("avro", "json", "cdc", "warm_avro", "warm_json", "warm_cdc")}
-    create_topics(*topics.values(), partitions=2)
-    sizes: dict[str, float] = {"avro": 0.0, "json": 0.0}
-    for v in spec.variants():
-        t0 = time.perf_counter()
-        sizes[v] = load(topics[v], v, n)
-        load(topics[f"warm_{v}"], v, min(n, 50_000))
-        print(f"pre-loaded {n:,} {v} records into {topics[v]} ({sizes[v]:.0f} bytes, {time.perf_counter() - t0:.0f} s)")
-    base: dict[str, Any] = {"tag": tag, "records": n, "repeat": spec.repeat, "max_per_trigger": spec.max_per_trigger}
-    throughput: dict[str, Any] = {}
-    for part, (kind, variant) in CATCH_UP.items():
-        if part in spec.parts:
-            w = WorkerSpec(
-                kind=kind, variant=variant, topic=topics[variant], warm_topic=topics[f"warm_{variant}"], **base
-            )
-            throughput[part] = rep.summarize_runs(part, measure(part, w.to_json(), log), n)
-    freshness = []
-    if "freshness" in spec.parts:
-        for interval in (1, 10):
-            topic = f"{tag}_fresh{interval}"
-            create_topics(topic, partitions=2)
-            w = WorkerSpec(kind="freshness", topic=topic, interval=interval, rate=spec.rate, seconds=spec.seconds,
-                           **base)  # fmt: skip
-            f = rep.summarize_freshness(measure(f"freshness {interval} s", w.to_json(), log), interval, spec.rate)
-            print(f"    trigger {interval} s: p50 {f['p50']:.2f} s, p99 {f['p99']:.2f} s over {f['records']:,} records")
-            freshness.append(f)
-    sweep = []
-    if "sweep" in spec.parts:
-        s = min(spec.sweep_records, n)
-        ends = end_offsets(topics["avro"])
-        starting = {topics["avro"]: {str(tp.partition): max(0, end - s // 2) for tp, end in ends.items()}}
-        for size in spec.sweep:
-            w = WorkerSpec(kind="icesink", variant="avro", topic=topics["avro"], warm_topic=topics["warm_avro"],
-                           tag=tag, records=s, max_per_trigger=size, repeat=1,
-                           starting_offsets=json.dumps(starting))  # fmt: skip
-            point = rep.summarize_runs("sweep", measure(f"sweep {size:,}", w.to_json(), log), s)
-            sweep.append({"max_per_trigger": size, "median": point["median"], "records": s})
-        rep.plot_sweep(sweep, TARGETS.append_records_s, out / "sweep.png")
-    report = {
+    s = Bench(spec, log)
+    sizes = load_topics(s)
+    # The parts run in PARTS's order.
+    throughput = catch_up(s)
+    fresh, tiny, peak = freshness(s), small(s), memory(s)
+    points = sweep(s, out, throughput.get("noop", {}).get("median"))
+    report: dict[str, Any] = {
         "started": started_at,
-        "date": rep.now(),
         "command": shlex.join(["python", "-m", "dev.bench", *sys.argv[1:]]),
         "machine": machine,
-        "records": n,
+        "records": spec.records,
         "repeat": spec.repeat,
         "max_per_trigger": spec.max_per_trigger,
         "value_bytes": sizes,
@@ -107,15 +115,114 @@ def run(spec: RunSpec, out: Path) -> dict[str, Any]:
         "spec": dataclasses.asdict(spec),
         "throughput": throughput,
         "ratios": rep.ratios(throughput),
-        "freshness": freshness,
-        "sweep": sweep,
+        "freshness": fresh,
+        "small": tiny,
+        "memory": peak,
+        "sweep": points,
         "targets": dataclasses.asdict(TARGETS),
+        "date": rep.now(),
         "seconds": time.perf_counter() - started,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (out / "report.md").write_text(rep.markdown(report))
-    delete_topics(list(topics.values()))
+    delete_topics(list(s.topics.values()))
     return report
+
+
+def load_topics(s: Bench) -> dict[str, float]:
+    """The catch-up topics with N records each, and their warm-up topics; the mean value sizes."""
+    n = s.spec.records
+    sizes: dict[str, float] = {"avro": 0.0, "json": 0.0}
+    for v in s.spec.variants():
+        t0 = time.perf_counter()
+        sizes[v] = load(s.topic(v), v, n)
+        load(s.topic(f"warm_{v}"), v, min(n, 50_000))
+        took = time.perf_counter() - t0
+        print(f"pre-loaded {n:,} {v} records into {s.topics[v]} ({sizes[v]:.0f} bytes, {took:.0f} s)")
+    return sizes
+
+
+def catch_up(s: Bench) -> dict[str, Any]:
+    out = {}
+    for part, (kind, variant) in CATCH_UP.items():
+        if part in s.spec.parts:
+            w = WorkerSpec(kind=kind, variant=variant, topic=s.topics[variant], warm_topic=s.topics[f"warm_{variant}"],
+                           **s.base())  # fmt: skip
+            out[part] = rep.summarize_runs(part, measure(part, w.to_json(), s.log), s.spec.records)
+    return out
+
+
+def freshness(s: Bench) -> list[dict[str, Any]]:
+    """icesink's and Spark's sink's freshness runs, alternating, at each input rate."""
+    out = []
+    for rate in s.spec.rates:
+        for part, kind, interval in FRESHNESS_RUNS:
+            if part not in s.spec.parts:
+                continue
+            topic = s.topic(f"fresh_{kind.replace('-', '_')}_{interval}_{rate}")
+            w = WorkerSpec(kind=kind, topic=topic, interval=interval, rate=rate, seconds=s.spec.seconds, **s.base())
+            approach = "builtin" if kind == "builtin-freshness" else "icesink"
+            measured = measure(f"{part} {interval} s at {rate:,}/s", w.to_json(), s.log)
+            f = rep.summarize_freshness(measured, interval, rate, approach)
+            print(f"    {approach}, trigger {interval} s: p50 {f['p50']:.2f} s, p99 {f['p99']:.2f} s over "
+                  f"{f['records']:,} records")  # fmt: skip
+            out.append(f)
+    return out
+
+
+def tail(topic: str, records: int) -> str:
+    """Kafka startingOffsets for the last `records` records of the topic (spread over its
+    partitions, as the workload spreads them)."""
+    ends = end_offsets(topic)
+    share = records // len(ends)
+    return json.dumps({topic: {str(tp.partition): max(0, end - share) for tp, end in ends.items()}})
+
+
+def small(s: Bench) -> dict[str, Any] | None:
+    if "small" not in s.spec.parts:
+        return None
+    records = min(SMALL_RECORDS, s.spec.records)
+    avro = s.topics["avro"]
+    # No warm-up topic: the median of ~20 batches leaves out the first, cold ones.
+    w = WorkerSpec(kind="small", tag=s.tag, topic=avro, records=records, max_per_trigger=SMALL_TRIGGER,
+                   starting_offsets=tail(avro, records))  # fmt: skip
+    got = rep.summarize_small(measure("small", w.to_json(), s.log), records, SMALL_TRIGGER)
+    print(f"    {got['batch_p50']:.2f} s per {SMALL_TRIGGER:,}-record batch, {got['empty_p50']:.3f} s per empty batch")
+    return got
+
+
+def memory(s: Bench) -> dict[str, Any] | None:
+    """One icesink-avro run of --memory-records records in batches of MEMORY_TRIGGER: the tail of
+    the Avro topic when it holds that many, else a topic of its own."""
+    if "memory" not in s.spec.parts:
+        return None
+    records = s.spec.memory_records
+    topic, starting = s.topics["avro"], None
+    if records <= s.spec.records:
+        starting = tail(topic, records)
+    else:
+        t0 = time.perf_counter()
+        load(topic := s.topic("memory"), "avro", records)
+        print(f"pre-loaded {records:,} avro records into {topic} ({time.perf_counter() - t0:.0f} s)")
+    w = WorkerSpec(kind="icesink", variant="avro", tag=s.tag, topic=topic, warm_topic=s.topics["warm_avro"],
+                   records=records, max_per_trigger=MEMORY_TRIGGER, starting_offsets=starting)  # fmt: skip
+    return rep.summarize_memory(measure(f"memory {records:,}", w.to_json(), s.log), records, MEMORY_TRIGGER)
+
+
+def sweep(s: Bench, out: Path, limit: float | None) -> list[dict[str, Any]]:
+    if "sweep" not in s.spec.parts:
+        return []
+    records = min(s.spec.sweep_records, s.spec.records)
+    avro = s.topics["avro"]
+    starting = tail(avro, records)
+    points = []
+    for size in s.spec.sweep:
+        w = WorkerSpec(kind="icesink", variant="avro", topic=avro, warm_topic=s.topics["warm_avro"], tag=s.tag,
+                       records=records, max_per_trigger=size, starting_offsets=starting)  # fmt: skip
+        point = rep.summarize_runs("sweep", measure(f"sweep {size:,}", w.to_json(), s.log), records)
+        points.append({"max_per_trigger": size, "median": point["median"], "records": records})
+    rep.plot_sweep(points, limit, out / "sweep.png")
+    return points
 
 
 def delete_topics(topics: list[str]) -> None:

@@ -1,6 +1,7 @@
 """Measuring a worker process from outside: its process tree's peak memory (driver JVM, Python
-workers), sampled every 0.2 s, and its results, which it prints as `BENCH {json}` lines; CPU
-seconds of the process tree, taken inside the worker."""
+workers), sampled every 0.2 s, and its results, which it prints as `BENCH {json}` lines. Inside the
+worker: CPU seconds of the process tree, the data files a run wrote, and the batches and Spark jobs
+of a streaming query that is not icesink's (icesink's batch handler reports its own)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,29 @@ def tree_cpu() -> float:
             continue
         total += t.user + t.system + t.children_user + t.children_system
     return total
+
+
+def written(spark: Any, table: str) -> dict[str, int]:
+    """Bytes and number of the table's live data files (not delete files)."""
+    row = spark.sql(f"SELECT sum(file_size_in_bytes) AS b, count(*) AS n FROM {table}.files WHERE content = 0").first()
+    return {"data_bytes": int(row.b or 0), "data_files": int(row.n)}
+
+
+def query_batches(query: Any) -> list[dict[str, Any]]:
+    """The micro-batches that read records, from the query's progress reports (records, seconds):
+    the `batches` of a Spark sink, which has no step timings."""
+    out = []
+    for p in query.recentProgress:
+        if p.numInputRows:
+            out.append({"records": p.numInputRows, "total": p.durationMs.get("triggerExecution", 0) / 1000})
+    return out
+
+
+def query_jobs(spark: Any, query: Any) -> int | None:
+    """The Spark jobs a streaming query ran: Spark runs a query's batches in a job group named by
+    its run id (icesink's `SparkJobs` counts its batches' jobs the same way)."""
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup(str(query.runId))
+    return len(ids) or None
 
 
 def sample_tree(pid: int) -> tuple[int, int, int]:
@@ -148,7 +172,7 @@ def measure_once(name: str, spec_json: str, log: Path) -> dict[str, Any]:
                     print(
                         f"    {r['seconds']:7.1f} s  {r['records'] / r['seconds']:>10,.0f} records/s  "
                         f"{r['records'] / r['cpu']:>9,.0f} records/CPU-s  "
-                        f"({r['rows']:,} rows, {len(r['batches'])} batches)",
+                        f"({r['rows']:,} rows, {r.get('n_batches', len(r['batches']))} batches)",
                         flush=True,
                     )
             rc = proc.wait()

@@ -9,13 +9,24 @@ from string import Template
 from typing import Any
 
 from dev.bench import REPO
-from dev.bench.report import LABELS, load, verdicts
+from dev.bench.report import (
+    LABELS,
+    efficiency_table,
+    freshness_table,
+    load,
+    memory_text,
+    small_text,
+    table,
+    value_sizes,
+    verdict_table,
+)
 
 TEMPLATE = Path(__file__).with_name("performance.md.tmpl")
 NOT_MEASURED = "Not measured in this report: run it with `--report` to add its figures."
 STEPS = {
     "total": "total",
     "read": "read (Kafka, cache, plan aggregate)",
+    "ranges": "ranges (Spark's offset ranges)",
     "plan": "plan",
     "decode": "decode (driver)",
     "prepare": "prepare",
@@ -32,12 +43,6 @@ def machine_text(m: dict[str, Any]) -> str:
     return f"a {m.get('cores', '?')}-core{cpu} machine{mem} ({m.get('os', 'Linux')})"
 
 
-def table(header: list[str], rows: list[list[str]], left: tuple[int, ...] = (0,)) -> list[str]:
-    """A markdown table; the columns in `left` are left-aligned, the others right-aligned."""
-    align = ["---" if i in left else "---:" for i in range(len(header))]
-    return [f"| {' | '.join(r)} |" for r in (header, align, *rows)]
-
-
 def plural(n: float, word: str) -> str:
     return f"{n:,.0f} {word}" + ("" if n == 1 else "es" if word.endswith("h") else "s")
 
@@ -47,9 +52,9 @@ def thousands(x: float) -> str:
 
 
 def e2e_figures(r: dict[str, Any]) -> str:
-    thr = r.get("throughput", {})
-    if not thr:
+    if not any(r.get(k) for k in ("throughput", "freshness", "small", "memory", "sweep")):
         return NOT_MEASURED
+    thr = r.get("throughput", {})
     batches = math.ceil(r["records"] / r["max_per_trigger"])
     load = r.get("machine", {}).get("load_1m_at_start")
     lines = [
@@ -57,11 +62,22 @@ def e2e_figures(r: dict[str, Any]) -> str:
         f"({r.get('seconds', 0) / 60:.0f} min"
         + (f"; load average {load} at the start" if load is not None else "")
         + f"). Each catch-up run reads {r['records']:,} records in {plural(batches, 'batch')} "
-        f"(`maxOffsetsPerTrigger` {r['max_per_trigger']:,}); medians of {plural(r['repeat'], 'run')}; Avro values "
-        f"~{r['value_bytes']['avro']:.0f} bytes, JSON ~{r['value_bytes']['json']:.0f} bytes."
+        f"(`maxOffsetsPerTrigger` {r['max_per_trigger']:,}); medians of {plural(r['repeat'], 'run')}; "
+        f"values: {value_sizes(r)}."
     ]
     if r.get("note"):
         lines += ["", r["note"]]
+    lines += throughput_lines(thr) if thr else ["", "Catch-up throughput: not measured in this report."]
+    lines += ["", "The targets, each judged on figures of this report:", "", *verdict_table(r)]
+    lines += steps_lines(thr)
+    lines += ["", *freshness_lines(r.get("freshness", []))]
+    lines += ["", small_text(r["small"]) if r.get("small") else "Tiny and empty batches: not measured in this report."]
+    lines += ["", memory_text(r["memory"]) if r.get("memory") else "Memory at 2M records: not measured in this report."]
+    lines += ["", sweep_text(r.get("sweep", []))]
+    return "\n".join(lines)
+
+
+def throughput_lines(thr: dict[str, Any]) -> list[str]:
     rows = [
         [LABELS.get(k, k), f"{a['median']:,.0f}", ", ".join(thousands(x) for x in a["rates"]) or "—",
          f"{a['per_cpu_s']:,.0f}", f"{a['peak_jvm_mb']:,.0f} MB", f"{a['peak_workers_mb']:,.0f} MB"]
@@ -69,36 +85,41 @@ def e2e_figures(r: dict[str, Any]) -> str:
     ]  # fmt: skip
     header = ["approach", "median records/s", "runs", "records per CPU-second", "peak RSS driver JVM",
               "peak RSS Python workers"]  # fmt: skip
-    lines += ["", *table(header, rows, left=(0, 2))]
-    met = verdicts(r)
-    if met:
-        rows = [[name, got, want, "met" if ok else "MISSED"] for name, got, want, ok in met]
-        lines += ["", *table(["target", "measured", "wanted", ""], rows, left=(0, 3))]
-    steps = {k: a for k, a in thr.items() if a.get("breakdown")}
-    if steps:
-        keys = [k for k in STEPS if any(k in a["breakdown"] for a in steps.values())]
-        rows = [[LABELS.get(k, k), *(f"{a['breakdown'].get(s, 0.0):.2f}" for s in keys)] for k, a in steps.items()]
-        per_run = {plural(a.get("batches_per_run", 1), "batch") for a in steps.values()}
-        title = f"Per-batch steps (seconds, median; {' or '.join(sorted(per_run))} per run; for JSON, decode is the "
-        lines += ["", title + "schema inference):", "", *table(["variant", *(STEPS[s] for s in keys)], rows)]
-    lines += ["", freshness_text(r.get("freshness", [])), "", sweep_text(r.get("sweep", []))]
-    return "\n".join(lines)
-
-
-def freshness_text(fresh: list[dict[str, Any]]) -> str:
-    if not fresh:
-        return "Freshness: not measured in this report."
-    f0 = fresh[0]
-    parts = [
-        f"{f['interval']} s trigger p50 {f['p50']:.2f} s, p99 {f['p99']:.2f} s (a batch takes {f['batch_p50']:.2f} s)"
-        for f in fresh
+    return [
+        "",
+        *table(header, rows, left=(0, 2)),
+        "",
+        "What each approach costs (medians per run; — where it does not apply or was not measured):",
+        "",
+        *efficiency_table(thr),
     ]
+
+
+def steps_lines(thr: dict[str, Any]) -> list[str]:
+    steps = {k: a for k, a in thr.items() if a.get("breakdown")}
+    if not steps:
+        return []
+    present = [k for a in steps.values() for k in a["breakdown"]]
+    # Steps the job added since this page last learned their names are shown too, by their names.
+    keys = [k for k in STEPS if k in present] + [k for k in dict.fromkeys(present) if k not in STEPS]
+    rows = [[LABELS.get(k, k), *(f"{a['breakdown'].get(s, 0.0):.2f}" for s in keys)] for k, a in steps.items()]
+    per_run = {plural(a.get("batches_per_run", 1), "batch") for a in steps.values()}
+    title = f"Per-batch steps (seconds, median; {' or '.join(sorted(per_run))} per run; for JSON, decode is the "
+    return ["", title + "schema inference):", "", *table(["variant", *(STEPS.get(s, s) for s in keys)], rows)]
+
+
+def freshness_lines(fresh: list[dict[str, Any]]) -> list[str]:
+    if not fresh:
+        return ["Freshness: not measured in this report."]
+    f0 = fresh[0]
     seconds = f" for {f0['records'] // max(f0['rate'], 1)} s" if f0.get("records") else ""
-    return (
-        f"Freshness ({f0['rate']:,} records/s produced{seconds}, latency from each record's Kafka timestamp to "
-        f"the commit of the snapshot that holds it): {'; '.join(parts)}. A batch that takes longer than the "
-        "trigger interval makes the next ones queue behind it."
-    )
+    return [
+        f"Freshness (records/s produced at a steady rate{seconds}; latency from each record's Kafka timestamp to "
+        "the commit of the snapshot that holds it; `produced` is the rate the producer achieved). A batch that "
+        "takes longer than the trigger interval makes the next ones queue behind it.",
+        "",
+        *freshness_table(fresh),
+    ]
 
 
 def sweep_text(sweep: list[dict[str, Any]]) -> str:

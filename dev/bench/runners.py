@@ -1,21 +1,26 @@
-"""The icesink runs of a worker process (catch-up and freshness), and the worker's entry point."""
+"""icesink's runs in a worker process (catch-up, freshness, tiny and empty batches), and the worker's
+entry point."""
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
-import subprocess
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from dev.bench import CATALOG, REPO
-from dev.bench.measure import emit, tree_cpu, worker_command
-from dev.bench.spec import WorkerSpec
+from dev.bench import CATALOG
+from dev.bench.freshness import input_span, offset_latencies, steady_input, wait_until, warm_up
+from dev.bench.measure import emit, tree_cpu, written
+from dev.bench.spec import BATCH_COUNTS, EMPTY_CALLS, WorkerSpec
 from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
-from dev.kit.kafka import end_offsets
+
+# The Kafka source's columns (with headers, as the job reads them): an empty micro-batch's schema.
+KAFKA_SOURCE = (
+    "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+    "timestampType int, headers array<struct<key:string,value:binary>>"
+)
 
 
 def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_trigger: int, **extra: Any) -> Any:
@@ -51,24 +56,34 @@ def session(tmp: Path) -> Any:
 
     spark = build_session(icesink_config(tmp, "x", "bench", "avro", 1))
     spark.sparkContext.setLogLevel("ERROR")
+    # Spark's sinks report their batches only through the query's progress: keep all of a run's.
+    spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "10000")
     return spark
 
 
 def collector(into: list[dict[str, Any]]) -> Any:
-    """An `on_timings` hook collecting each batch's step timings."""
+    """An `on_timings` hook collecting each batch's step timings and counts."""
 
     def collect(t: Any) -> None:
-        into.append({"records": t.records, "total": t.total, **t.steps})
+        counts = {k: getattr(t, k, None) for k in BATCH_COUNTS}
+        into.append({"records": t.records, "total": t.total, **t.steps, **counts})
 
     return collect
 
 
+def totals(batches: list[dict[str, Any]], key: str) -> int | None:
+    """The run's total of a per-batch count, None unless every batch counted it."""
+    values = [b.get(key) for b in batches]
+    return sum(v for v in values if v is not None) if values and None not in values else None
+
+
 def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
-    """A warm-up run on the warm-up topic, then `repeat` timed catch-up runs, each into a fresh table."""
+    """A warm-up run on the warm-up topic (if any), then `repeat` timed catch-up runs, each into a
+    fresh table."""
     from icesink.job.query import Job
 
     logging.basicConfig(level=logging.WARNING)
-    for i in range(-1, spec.repeat):
+    for i in range(-1 if spec.warm_topic else 0, spec.repeat):
         warm = i < 0
         topic = spec.warm_topic if warm else spec.topic
         ns = f"{spec.tag}_{spec.variant}_{uuid.uuid4().hex[:6]}"
@@ -82,11 +97,39 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         seconds, cpu = time.perf_counter() - started, tree_cpu() - cpu
         if job.handler.failure is not None:
             raise SystemExit(f"icesink run failed: {job.handler.failure}")
-        table = f"{CATALOG}.{ns}.{topic}"
-        rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
         if warm:
             continue
-        emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, rows=rows, batches=batches, table=table)
+        table = f"{CATALOG}.{ns}.{topic}"
+        rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
+        emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, rows=rows, batches=batches,
+             n_batches=len(batches), spark_jobs=totals(batches, "spark_jobs"),
+             catalog_requests=totals(batches, "catalog_requests"), table=table, **written(spark, table))  # fmt: skip
+
+
+def run_small(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
+    """Tiny batches (their timings), then the batch handler on empty micro-batches. No warm-up run:
+    the median of ~20 batches already leaves out the first, cold ones."""
+    run_icesink(spark, tmp, spec)
+    emit(kind="empty", seconds=empty_batch_seconds(spark, tmp, spec))
+
+
+def empty_batch_seconds(spark: Any, tmp: Path, spec: WorkerSpec) -> list[float]:
+    """Seconds of each of EMPTY_CALLS calls of a fresh batch handler with an empty micro-batch: what
+    a processing-time trigger pays whenever Kafka has nothing new."""
+    from icesink.batch.handler import BatchHandler
+
+    ns = f"{spec.tag}_empty_{uuid.uuid4().hex[:6]}"
+    handler = BatchHandler(spark, icesink_config(tmp, spec.topic, ns, "avro", spec.max_per_trigger), lambda: "bench")
+    empty = spark.createDataFrame([], KAFKA_SOURCE)
+    out = []
+    try:
+        for batch_id in range(EMPTY_CALLS):
+            started = time.perf_counter()
+            handler(empty, batch_id)
+            out.append(time.perf_counter() - started)
+    finally:
+        handler.close()
+    return out
 
 
 def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
@@ -102,69 +145,36 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
     batches: list[dict[str, Any]] = []
     job.handler.on_timings = collector(batches)
     query = job.start()
-    # Let the first (empty) batches and the JIT settle before the steady load starts.
-    time.sleep(max(5.0, 2 * spec.interval))
-    subprocess.run(worker_command("produce", spec.to_json()), check=True, cwd=REPO)
-    ends = end_offsets(spec.topic)
     table = f"{CATALOG}.{ns}.{spec.topic}"
-    deadline = time.monotonic() + 120 + 3 * spec.interval
-    while time.monotonic() < deadline and job.handler.failure is None:
-        try:
-            rows = spark.sql(f"SELECT summary FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
-        except Exception:
-            rows = []
+
+    def holds(ends: dict[Any, int]) -> bool:
+        rows = spark.sql(f"SELECT summary FROM {table}.snapshots ORDER BY committed_at DESC LIMIT 1").collect()
         got = codec.from_summary(rows[0].summary) if rows else None
-        if got is not None and all(got.get(tp, 0) >= end for tp, end in ends.items()):
-            break
-        time.sleep(1)
+        return got is not None and all(got.get(tp, 0) >= end for tp, end in ends.items())
+
+    since = warm_up(spec.topic, holds)
+    batches.clear()  # the warm-up's
+    ends = steady_input(spec)
+    wait_until(lambda: holds(ends), lambda: job.handler.failure is not None, spec.interval)
     query.stop()
     if job.handler.failure is not None:
         raise SystemExit(f"freshness run failed: {job.handler.failure}")
-    latencies = commit_latencies(spark, table, spec.topic)
-    emit(kind="freshness", interval=spec.interval, rate=spec.rate, latencies=latencies, batches=batches)
-
-
-def commit_latencies(spark: Any, table: str, topic: str) -> list[float]:
-    """For every record: the commit time of the snapshot whose offsets first cover it, minus its
-    Kafka timestamp (seconds)."""
-    from pyspark.sql import functions as F
-
-    from icesink.iceberg import snapshot_offsets as codec
-
-    snaps = spark.sql(f"SELECT committed_at, summary FROM {table}.snapshots ORDER BY committed_at").collect()
-    records = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", KAFKA)
-        .option("subscribe", topic)
-        .load()
-        .select("partition", "offset", F.col("timestamp").cast("double").alias("ts"))
-        .toPandas()
-    )
-    out: list[float] = []
-    prev: dict[int, int] = {}
-    for s in snaps:
-        got = codec.from_summary(s.summary)
-        if got is None:
-            continue
-        committed = s.committed_at.replace(tzinfo=dt.UTC).timestamp()
-        for tp, nxt in got.items():
-            lo = prev.get(tp.partition, 0)
-            part = records[(records.partition == tp.partition) & (records.offset >= lo) & (records.offset < nxt)]
-            out += list(committed - part.ts)
-            prev[tp.partition] = nxt
-    return out
+    latencies = offset_latencies(spark, table, spec.topic, since)
+    emit(kind="freshness", interval=spec.interval, rate=spec.rate, latencies=latencies, batches=batches,
+         span=input_span(spark, spec.topic, since))  # fmt: skip
 
 
 def worker(spec: WorkerSpec) -> None:
     """One measurement in this process's own SparkSession (so its peak memory is its own)."""
-    from dev.bench.baselines import run_baseline
+    from dev.bench import baselines
 
+    runs = {
+        "icesink": run_icesink,
+        "freshness": run_freshness,
+        "small": run_small,
+        "builtin-freshness": baselines.run_builtin_freshness,
+    }
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         spark = session(Path(tmp))
-        if spec.kind == "icesink":
-            run_icesink(spark, Path(tmp), spec)
-        elif spec.kind == "freshness":
-            run_freshness(spark, Path(tmp), spec)
-        else:
-            run_baseline(spark, Path(tmp), spec)
+        runs.get(spec.kind, baselines.run_baseline)(spark, Path(tmp), spec)
         spark.stop()

@@ -1,8 +1,8 @@
 """What a benchmark run is: the records, trigger sizes, formats, repetitions and the targets.
 
 `RunSpec` is the whole run as the command line gives it; `WorkerSpec` is one measurement handed to
-a worker process (as JSON on its command line); `TARGETS` are the thresholds the report marks met
-or MISSED.
+a worker process (as JSON on its command line); `TARGETS` are issue 16's thresholds, each a ratio
+or a figure measured in the same run, that the report marks met, MISSED or not measured.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 # The parts of the end-to-end benchmark, in the order they run.
-PARTS = ("icesink-avro", "icesink-json", "icesink-cdc", "seed000", "builtin", "freshness", "sweep")
+PARTS = (
+    "icesink-avro", "icesink-json", "icesink-cdc", "seed000", "builtin", "builtin-json", "noop",
+    "freshness", "builtin-freshness", "small", "memory", "sweep",
+)  # fmt: skip
 
-Kind = Literal["icesink", "seed000", "builtin", "freshness"]
+Kind = Literal["icesink", "seed000", "builtin", "noop", "freshness", "builtin-freshness", "small"]
 Variant = Literal["avro", "json", "cdc"]
 
 # part -> (how it runs, which topic it reads)
@@ -24,19 +27,44 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-cdc": ("icesink", "cdc"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
+    "builtin-json": ("builtin", "json"),
+    "noop": ("noop", "avro"),
 }
+
+# The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's
+# sink alternate at the 1 s trigger so that both see the same machine.
+FRESHNESS_RUNS: tuple[tuple[str, Kind, int], ...] = (
+    ("freshness", "freshness", 1),
+    ("builtin-freshness", "builtin-freshness", 1),
+    ("freshness", "freshness", 10),
+)
+
+# What icesink's batch timings count besides the seconds of each step (see runners.collector).
+BATCH_COUNTS = ("spark_jobs", "catalog_requests")
+
+SMALL_RECORDS = 20_000  # the `small` part: ~20 batches of
+SMALL_TRIGGER = 1_000  # records each
+EMPTY_CALLS = 20  # calls of the batch handler with an empty micro-batch
+MEMORY_TRIGGER = 2_000_000  # the `memory` part's maxOffsetsPerTrigger: its records in one batch
 
 
 @dataclass(frozen=True)
 class Targets:
-    """The thresholds of issue 1's performance goals."""
+    """The thresholds of issue 16's performance goals (ratios are within one run)."""
 
-    append_records_s: float = 100_000
-    vs_builtin: float = 1.0
-    vs_seed000: float = 3.0
-    cdc_vs_append: float = 0.5
-    freshness_p50_s_1s_trigger: float = 3.0
-    overhead_s: float = 0.3
+    avro_vs_builtin: float = 1.2  # icesink-avro / builtin records/s
+    avro_vs_builtin_stretch: float = 1.5
+    avro_vs_noop: float = 0.5  # icesink-avro / the Kafka scan into Spark's noop sink
+    json_vs_builtin_json: float = 1.0  # icesink-json / builtin-json records/s
+    json_records_per_cpu_s: float = 30_000  # icesink-json
+    cdc_vs_avro: float = 0.7  # icesink-cdc / icesink-avro records/s
+    bytes_per_record_vs_builtin: float = 1.0  # icesink-avro's data-file bytes per record / builtin's
+    freshness_interval_s: int = 1  # the freshness targets' trigger
+    freshness_rate: int = 5_000  # and input records/s
+    freshness_p50_s: float = 3.0
+    freshness_p99_s: float = 6.0
+    small_batch_s: float = 1.0  # a SMALL_TRIGGER-record batch, end to end (median)
+    empty_batch_s: float = 0.2  # the batch handler on an empty micro-batch (median)
 
 
 TARGETS = Targets()
@@ -51,27 +79,32 @@ class RunSpec:
     max_per_trigger: int = 500_000
     sweep: tuple[int, ...] = (25_000, 100_000, 250_000, 500_000, 1_000_000)
     sweep_records: int = 1_000_000
-    rate: int = 5_000
+    rates: tuple[int, ...] = (5_000, 20_000)
     seconds: int = 60
+    memory_records: int = 2_000_000
     parts: tuple[str, ...] = PARTS
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.parts) - set(PARTS))
         if unknown:
             raise ValueError(f"--only: unknown part(s) {unknown}")
+        if not self.rates or min(self.rates) <= 0:
+            raise ValueError("--rates: one or more positive records/s")
+        if self.memory_records <= 0 or self.records <= 0:
+            raise ValueError("--records and --memory-records must be positive")
 
     def variants(self) -> list[Variant]:
         """The topics to pre-load: Avro always (the sweep and the baselines read it)."""
         out: list[Variant] = ["avro"]
-        out += ["json"] if "icesink-json" in self.parts else []
+        out += ["json"] if {"icesink-json", "builtin-json"} & set(self.parts) else []
         out += ["cdc"] if "icesink-cdc" in self.parts else []
         return out
 
 
 @dataclass
 class WorkerSpec:
-    """One measurement in its own Spark process: a warm-up run on `warm_topic`, then `repeat`
-    measured runs on `topic` (catch-up), or one steady-rate run (freshness)."""
+    """One measurement in its own Spark process: a warm-up run on `warm_topic` (none without one),
+    then `repeat` measured runs on `topic` (catch-up), or one steady-rate run (freshness)."""
 
     kind: Kind
     tag: str

@@ -46,6 +46,14 @@ CDC_SCHEMA: dict[str, Any] = {
 }
 BASE = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
 
+# The JSON records' fields (`as_json`), with the types Spark infers from them, which icesink's
+# tables get too: Spark's own sink then writes the same columns from the same rows.
+JSON_DDL = (
+    "id bigint, user_id bigint, session string, event_type string, ts bigint, day string, amount double, "
+    "currency string, country string, device string, os string, app_version string, price double, "
+    "quantity bigint, promoted boolean, note string, page_url string, user_agent string"
+)
+
 
 def event(i: int, key: int | None = None, days: int = 7) -> dict[str, Any]:
     k = i if key is None else key

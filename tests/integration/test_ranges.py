@@ -45,3 +45,7 @@ def test_a_batch_not_read_from_kafka_fails_loudly_and_an_empty_one_has_no_ranges
     with pytest.raises(UnsupportedSparkError, match="offset ranges from Spark's Kafka source"):
         input_ranges(spark.range(5))
     assert input_ranges(spark.range(0)) == []
+    kafka_schema = "key binary, value binary, topic string, partition int, offset bigint"
+    assert input_ranges(spark.createDataFrame([], kafka_schema)) == [], "an empty local relation"
+    with pytest.raises(UnsupportedSparkError):
+        input_ranges(spark.createDataFrame([(b"k", b"v", "t", 0, 0)], kafka_schema))

@@ -1,5 +1,5 @@
-"""Which records a guessed pass left pending (icesink.batch.new_schemas.pending_records): exactly
-those with a value or key schema reference the pass was not given."""
+"""Which records a guessed pass left pending (icesink.batch.new_schemas.pending_records and the
+decoders' `pending`): exactly those the guess does not cover, never a record that is plainly bad."""
 
 from __future__ import annotations
 
@@ -7,26 +7,19 @@ from types import SimpleNamespace
 from typing import Any
 
 from pyspark.sql import SparkSession
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from icesink.batch.decode import KEY
-from icesink.batch.decode.avro import frame_key
+from icesink.batch.decode.avro import AvroDecoder
+from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.new_schemas import pending_records
 from icesink.batch.work import Planned
+from tests.support.frames import kafka_records
 
 ONE, TWO, THREE = (b"\x00\x00\x00\x00" + bytes([i]) for i in (1, 2, 3))
 
 
-class Framed:
-    """A decoder's schema reference: the Confluent frame key, as the Avro decoder's."""
-
-    def __init__(self, which: Any = None) -> None:
-        self._args = () if which is None else (which,)
-
-    def plan_column(self) -> Any:
-        return frame_key(*self._args)
-
-
-def test_records_with_a_value_or_key_schema_not_given_are_pending(spark: SparkSession) -> None:
+def test_avro_records_with_a_value_or_key_schema_not_given_are_pending(spark: SparkSession) -> None:
     rows = [
         (1, ONE + b"body", ONE + b"k"),  # both known
         (2, TWO + b"body", ONE + b"k"),  # a new value schema
@@ -36,11 +29,35 @@ def test_records_with_a_value_or_key_schema_not_given_are_pending(spark: SparkSe
     ]
     schema = "id int, value binary, key binary, headers array<struct<key:string,value:binary>>"
     records = spark.createDataFrame([(i, v, k, None) for i, v, k in rows], schema)
-    ctx = SimpleNamespace(decoder=Framed(), key_decoder=Framed(KEY))
+    registry: Any = None  # `pending` never asks it
+    ctx: Any = SimpleNamespace(decoder=AvroDecoder(registry), key_decoder=AvroDecoder(registry, src=KEY))
 
-    both = pending_records(ctx, Planned([ONE], [ONE], guessed=True))  # type: ignore[arg-type]
-    assert sorted(r.id for r in records.where(both).collect()) == [2, 3]
-    values_only = pending_records(ctx, Planned([ONE, TWO], None, guessed=True))  # type: ignore[arg-type]
-    assert [r.id for r in records.where(values_only).collect()] == [], "keys the decoder looked at are never pending"
-    nothing_known = pending_records(ctx, Planned([], [], guessed=True))  # type: ignore[arg-type]
-    assert sorted(r.id for r in records.where(nothing_known).collect()) == [1, 2, 3, 5]
+    def ids(planned: Planned) -> list[int]:
+        return sorted(r.id for r in records.where(pending_records(ctx, planned)).collect())
+
+    assert ids(Planned([ONE], [ONE])) == [2, 3]
+    assert ids(Planned([ONE, TWO], None)) == [], "a side the decoder looked at is never pending"
+    assert ids(Planned([], [])) == [1, 2, 3, 5]
+
+
+def test_json_records_the_tables_columns_do_not_cover_are_pending(spark: SparkSession) -> None:
+    shape = StructType(
+        [StructField("id", LongType()), StructField("name", StringType()), StructField("tags", ArrayType(LongType()))]
+    )
+    values = [
+        '{"id": 1, "name": "a", "tags": [1]}',  # fits
+        '{"id": 2}',  # fits: missing columns are nulls
+        '{"id": 3, "extra": 1}',  # a key that is not a column
+        '{"id": 4, "extra": null}',  # also (a second pass finds it makes no column)
+        '{"id": 2.5}',  # a value its column type does not take
+        '{"id": 6, "tags": ["x"]}',  # also, inside an array
+        '{"id": 7, "name": 7}',  # a number read as a string column's text: fits
+        "not json",  # bad, not pending
+        "[1, 2]",  # bad: not an object
+        None,  # a tombstone
+        "",  # empty
+    ]
+    records = kafka_records(spark, values)
+    ctx: Any = SimpleNamespace(decoder=JsonDecoder(spark), key_decoder=None)
+    pending = records.where(pending_records(ctx, Planned(shape, None)))
+    assert sorted(r.offset for r in pending.collect()) == [2, 3, 4, 5]

@@ -10,7 +10,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from icesink.batch.files import WriteTask, descriptor_batches, write_files
+from icesink.batch.files import WriteTask, descriptor_batches, dictionary_columns, write_files
 from icesink.batch.storage import StorageSettings
 
 SCHEMA = Schema(
@@ -232,3 +232,26 @@ def test_a_null_key_fails_the_write_naming_the_table(tmp_path: Path) -> None:
     )
     with pytest.raises(RequiredColumnError, match=r"table ns\.accounts: 1 row\(s\) .* required column id"):
         write_files(t, iter([batch]), partition_id=0)
+
+
+def test_only_strings_and_binaries_are_dictionary_encoded(tmp_path: Path) -> None:
+    files = write_files(task(tmp_path), iter([spark_like_batch(0, 1000)]), partition_id=0)
+    md = pq.read_metadata(files[0].path.removeprefix("file://")).row_group(0)
+    encodings = {md.column(i).path_in_schema: md.column(i).encodings for i in range(md.num_columns)}
+    assert "RLE_DICTIONARY" in encodings["name"]
+    assert "RLE_DICTIONARY" in encodings["meta.k"]
+    assert "RLE_DICTIONARY" not in encodings["id"]
+    assert "RLE_DICTIONARY" not in encodings["ts"]
+
+
+def test_dictionary_columns_are_the_string_leaves_by_parquet_path() -> None:
+    schema = pa.schema(
+        [
+            pa.field("n", pa.int64()),
+            pa.field("s", pa.struct([pa.field("a", pa.string()), pa.field("b", pa.float64())])),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("m", pa.map_(pa.string(), pa.int32())),
+            pa.field("raw", pa.binary()),
+        ]
+    )
+    assert dictionary_columns(schema) == ["s.a", "tags.list.element", "m.key_value.key", "raw"]

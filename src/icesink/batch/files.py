@@ -129,6 +129,7 @@ class _RollingWriter:
                 self._schema,
                 compression=self._task.compression,
                 compression_level=self._task.compression_level,
+                use_dictionary=dictionary_columns(self._schema),
                 store_schema=False,
                 metadata_collector=self._footers,
             )
@@ -147,6 +148,31 @@ class _RollingWriter:
         footer = _footer_file(self._footers[0]) if self._footers else b""
         self.done.append(WrittenFile(self._path, self._rows, size, self._content, self.partition, footer))
         self._writer, self._sink, self._rows = None, None, 0
+
+
+def dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The leaf columns (dotted Parquet paths) to dictionary-encode: strings and binaries only.
+    A dictionary of numbers or timestamps with many distinct values grows to its size limit before
+    the writer gives up on it, and the bit-packed indices it wrote meanwhile compress far worse than
+    plain values (2-3x the bytes of parquet-mr's files for ids and amounts); parquet-mr drops such a
+    dictionary after its first page instead. Low-cardinality numbers compress well plain too."""
+    out: list[str] = []
+
+    def walk(path: str, t: pa.DataType) -> None:
+        if pa.types.is_struct(t):
+            for i in range(t.num_fields):
+                walk(f"{path}.{t.field(i).name}", t.field(i).type)
+        elif pa.types.is_list(t) or pa.types.is_large_list(t):
+            walk(f"{path}.list.element", t.value_type)
+        elif pa.types.is_map(t):
+            walk(f"{path}.key_value.key", t.key_type)
+            walk(f"{path}.key_value.value", t.item_type)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
+            out.append(path)
+
+    for f in schema:
+        walk(f.name, f.type)
+    return out
 
 
 def _footer_file(metadata: pq.FileMetaData) -> bytes:

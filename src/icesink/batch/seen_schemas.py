@@ -53,9 +53,7 @@ def with_schema_refs(records: DataFrame, decoder: Decoder, key_decoder: Decoder 
     value = decoder.plan_column()
     key = key_decoder.plan_column() if key_decoder is not None else None
     none = F.lit(None).cast("binary")
-    return records.withColumn(VALUE_REF, none if value is None else value).withColumn(
-        KEY_REF, none if key is None else key
-    )
+    return records.withColumns({VALUE_REF: none if value is None else value, KEY_REF: none if key is None else key})
 
 
 def observed_refs() -> Column:

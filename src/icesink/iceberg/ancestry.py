@@ -12,9 +12,23 @@ from icesink.iceberg.jvm import JavaObject
 from icesink.iceberg.snapshot_offsets import OffsetsFound
 from icesink.model import Offsets
 
+# The summary properties icesink reads: fetched one by one, since copying a whole Java summary
+# (a dozen of Iceberg's own counters) costs a py4j round trip per entry, at every commit.
+_OURS = (codec.OFFSETS_KEY, codec.FORMAT_KEY, codec.QUERY_ID_KEY, codec.BATCH_ID_KEY)
+
 
 def summary(snapshot: JavaObject) -> dict[str, str]:
-    return dict(snapshot.summary())
+    """icesink's properties of the snapshot's summary (the others are not read)."""
+    props = snapshot.summary()
+    offsets = props.get(codec.OFFSETS_KEY)
+    if offsets is None:
+        return {}  # a compaction, another writer's commit: nothing of ours
+    found = {codec.OFFSETS_KEY: str(offsets)}
+    for k in _OURS[1:]:
+        v = props.get(k)
+        if v is not None:
+            found[k] = str(v)
+    return found
 
 
 def of_table(table: JavaObject) -> Iterator[JavaObject]:

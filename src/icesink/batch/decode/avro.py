@@ -200,9 +200,14 @@ class AvroDecoder:
         # both depend on schemas only, so batches with the schemas of an earlier one reuse them.
         self._raw_types: dict[str, StructType] = {}
         self._memo: dict[Any, tuple[Column, list[Column], Column, Column]] = {}
+        self._frame: Column | None = None
 
     def plan_column(self) -> Column:
-        return frame_key(self._src)
+        # Built once: a Column is an unresolved expression, reusable across batches, and building
+        # this one costs a dozen py4j calls and a SQL parse.
+        if self._frame is None:
+            self._frame = frame_key(self._src)
+        return self._frame
 
     def guess(self, seen: list[Any] | None, shape: DataType | None) -> list[Any] | None:
         """The frame keys to decode with in one pass: those the topics carried last time."""
@@ -210,7 +215,7 @@ class AvroDecoder:
 
     def pending(self, planned: Any) -> Column:
         """The records a guessed inspect with `planned` (frame keys) leaves pending: another key."""
-        ref = frame_key(self._src)
+        ref = self.plan_column()
         return ref.isNotNull() & ~ref.isin(*[F.lit(k) for k in planned]) if planned else ref.isNotNull()
 
     def inspect(self, records: DataFrame, planned: list[Any] | None = None, guessed: bool = False) -> InspectedAvro:
