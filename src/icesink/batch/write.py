@@ -41,7 +41,7 @@ class Written:
     work: TableWork
     files: list[WrittenFile]
     bad: int | None  # the table's bad records; None when Spark did not report the count
-    pending: int | None  # records left for a second pass (new writer schemas); None: not reported
+    pending: int | None  # records the guess did not cover, left for a second pass; None: not reported
     refs: list[Any]  # the (topic, value ref, key ref) the pass read (seen_schemas.observed_refs)
     # The decoded records of each pass that wrote these files (their bad records are the table's
     # dead letters).
