@@ -30,6 +30,8 @@ class _Registry(BaseHTTPRequestHandler):
             self._reply(200, {"schema": SCHEMA})
         elif self.path == "/schemas/guids/0f8fad5b-d9cb-469f-a165-70867728950e":
             self._reply(200, {"schema": SCHEMA, "schemaType": "AVRO"})
+        elif self.path == "/subjects/events.20240101-value/versions/latest":
+            self._reply(200, {"subject": "events.20240101-value", "version": 3, "id": 42, "schema": SCHEMA})
         elif self.path == "/schemas/ids/401":
             self._reply(401, {})
         else:
@@ -92,3 +94,18 @@ def test_refused_credentials_are_an_error_not_a_retry(url: str) -> None:
 
 def test_password_is_not_in_the_settings_repr() -> None:
     assert "hunter2" not in repr(RegistrySettings(url="http://r", username="u", password="hunter2"))
+
+
+def test_latest_schema_id_of_a_subject_is_asked_each_time(url: str) -> None:
+    reg = SchemaRegistry(RegistrySettings(url=url))
+    assert reg.latest_id("events.20240101-value") == 42
+    assert reg.latest_id("events.20240101-value") == 42
+    assert len(_Registry.calls) == 2, "not cached: a subject's latest version changes"
+    assert reg.latest_id("other-value") is None, "no such subject"
+
+
+def test_latest_schema_id_while_the_registry_fails_names_the_subject(url: str) -> None:
+    _Registry.fail_first = 10
+    reg = SchemaRegistry(RegistrySettings(url=url, attempts=2, max_backoff_s=0.01))
+    with pytest.raises(RegistryUnavailableError, match=r"latest schema of subject events\.20240101-value: HTTP 503"):
+        reg.latest_id("events.20240101-value")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import requests
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
@@ -85,6 +86,25 @@ class SchemaRegistry:
         if body is None:
             raise SchemaNotFoundError(f"schema id {schema_id} is not known to the registry {s.url}")
         return RegisteredSchema(schema_id, str(body.get("schemaType", "AVRO")), str(body["schema"]))
+
+    def latest_id(self, subject: str) -> int | None:
+        """The id of the subject's latest schema version; None when the registry has no such
+        subject (`/subjects/{subject}/versions/latest`). Not cached: it changes."""
+        s = self._s
+        fetch = retry(
+            retry=retry_if_exception_type(_TransientError),
+            stop=stop_after_attempt(s.attempts),
+            wait=wait_exponential(multiplier=0.25, max=s.max_backoff_s),
+            reraise=True,
+        )(self._get)
+        try:
+            body = fetch(f"{s.url.rstrip('/')}/subjects/{quote(subject, safe='')}/versions/latest")
+        except _TransientError as e:
+            raise RegistryUnavailableError(
+                f"schema registry {s.url} unavailable after {s.attempts} attempts fetching the latest schema of "
+                f"subject {subject}: {e}"
+            ) from None
+        return int(body["id"]) if body is not None and "id" in body else None
 
     def _get(self, url: str) -> dict[str, Any] | None:
         try:

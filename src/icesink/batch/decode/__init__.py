@@ -8,6 +8,7 @@ records go to the dead-letter table or fail the batch, by policy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,10 +59,11 @@ class Decoder(Protocol):
         when the decoder has no such thing."""
         ...
 
-    def guess(self, seen: list[Any] | None, shape: DataType | None) -> Any | None:
-        """What to decode a table's records with in one pass, without looking at them: `seen`, the
-        `plan_column` values the topics carried last time (Avro), or `shape`, the table's type of
-        what this decoder reads (JSON); None when the decoder must look at the records first."""
+    def guess(self, seen: list[Any] | None, shape: DataType | None, topics: Sequence[str]) -> Any | None:
+        """What to decode a table's records of `topics` with in one pass, without looking at them:
+        from `seen`, the `plan_column` values the topics carried last time (Avro; else the
+        registry's latest schemas), or from `shape`, the table's type of what this decoder reads
+        (JSON; None for a new table); None when the decoder must look at the records first."""
         ...
 
     def pending(self, planned: Any) -> Column:

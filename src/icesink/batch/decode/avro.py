@@ -12,6 +12,7 @@ guess did not include is left pending (see seen_schemas.py).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
 
-from icesink.batch.decode import ERROR, ROW, VALUE, Source, debezium, error, no_error, pending, semantic
+from icesink.batch.decode import ERROR, KEY, ROW, VALUE, Source, debezium, error, no_error, pending, semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.errors import SchemaNotFoundError
 from icesink.kafka import wire
@@ -209,9 +210,21 @@ class AvroDecoder:
             self._frame = frame_key(self._src)
         return self._frame
 
-    def guess(self, seen: list[Any] | None, shape: DataType | None) -> list[Any] | None:
-        """The frame keys to decode with in one pass: those the topics carried last time."""
-        return seen
+    def guess(self, seen: list[Any] | None, shape: DataType | None, topics: Sequence[str]) -> list[Any] | None:
+        """The frame keys to decode with in one pass: those the topics carried last time, or for
+        topics not seen yet (a new job, a new daily topic) the latest schema of each topic's subject
+        (`{topic}-value`, `-key`: the default subject naming); None when some topic has no such
+        subject (the records are then looked at first)."""
+        if seen is not None:
+            return seen
+        suffix = "key" if self._src is KEY else "value"
+        keys = []
+        for topic in topics:
+            latest = self._registry.latest_id(f"{topic}-{suffix}")
+            if latest is None:
+                return None
+            keys.append(bytes([wire.MAGIC]) + latest.to_bytes(4, "big"))
+        return sorted(set(keys)) if keys else None
 
     def pending(self, planned: Any) -> Column:
         """The records a guessed inspect with `planned` (frame keys) leaves pending: another key."""

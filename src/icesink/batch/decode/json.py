@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -71,7 +72,7 @@ class JsonDecoder:
     def plan_column(self) -> None:
         return None
 
-    def guess(self, seen: list[Any] | None, shape: DataType | None) -> StructType | None:
+    def guess(self, seen: list[Any] | None, shape: DataType | None, topics: Sequence[str]) -> StructType | None:
         """The table's shape of these records, when plain JSON can be parsed with it in one pass
         and a record it does not cover be told apart (`unfit`): no envelope, no Connect schemas
         met so far, only primitive columns and arrays of them."""

@@ -52,26 +52,24 @@ def decode_tables(
 
 def guess(ctx: BatchContext, plan: TablePlan, table: JavaObject | None) -> Planned:
     """What to decode a table's records with in one pass (see `Decoder.guess`): the schemas its
-    topics carried last time (Avro), or the table's own columns (JSON). Nothing for a table that
-    does not exist yet (a new table is created from all of its records), nor a shape for a table
-    that spells or nests columns unlike the records (flattened, case-insensitive) or refuses
-    conflicting types."""
-    if table is None:
-        return Planned()
+    topics carried last time or the registry's latest (Avro), or the table's own columns (JSON;
+    not for a table that does not exist yet, nor one that spells or nests columns unlike the
+    records, flattened or case-insensitive, or refuses conflicting types)."""
     settings = ctx.config.tables.settings_for(plan.table.name)
-    current = ctx.catalog.spark_schema(table)
+    current = ctx.catalog.spark_schema(table) if table is not None else StructType([])
     key_column = ctx.config.decode.key_column
     keyed = ctx.key_decoder is not None or ctx.config.decode.key_format is KeyFormat.STRING
     # A shape guess parses with the table's types, which take some values a look at the batch
     # would call a conflict (an integer for a string column): only where conflicts are let through.
-    as_records = not settings.flatten_separator and not settings.case_insensitive
+    as_records = table is not None and not settings.flatten_separator and not settings.case_insensitive
     as_records = as_records and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER
     value_shape = StructType([f for f in current.fields if not (keyed and f.name == key_column)])
     key_shape = current[key_column].dataType if key_column in current.fieldNames() else None
-    values = ctx.decoder.guess(ctx.seen.expected("value", plan.topics), value_shape if as_records else None)
+    topics = plan.topics
+    values = ctx.decoder.guess(ctx.seen.expected("value", topics), value_shape if as_records else None, topics)
     keys = None
     if ctx.key_decoder is not None:
-        keys = ctx.key_decoder.guess(ctx.seen.expected("key", plan.topics), key_shape if as_records else None)
+        keys = ctx.key_decoder.guess(ctx.seen.expected("key", topics), key_shape if as_records else None, topics)
     return Planned(values, keys)
 
 
