@@ -69,27 +69,22 @@ class SchemaRegistry:
         return found
 
     def _fetch(self, schema_id: SchemaRef) -> RegisteredSchema:
-        s = self._s
-        fetch = retry(
-            retry=retry_if_exception_type(_TransientError),
-            stop=stop_after_attempt(s.attempts),
-            wait=wait_exponential(multiplier=0.25, max=s.max_backoff_s),
-            reraise=True,
-        )(self._get)
-        try:
-            kind = "guids" if isinstance(schema_id, str) else "ids"
-            body = fetch(f"{s.url.rstrip('/')}/schemas/{kind}/{schema_id}")
-        except _TransientError as e:
-            raise RegistryUnavailableError(
-                f"schema registry {s.url} unavailable after {s.attempts} attempts fetching schema id {schema_id}: {e}"
-            ) from None
+        kind = "guids" if isinstance(schema_id, str) else "ids"
+        body = self._get_retried(f"/schemas/{kind}/{schema_id}", f"schema id {schema_id}")
         if body is None:
-            raise SchemaNotFoundError(f"schema id {schema_id} is not known to the registry {s.url}")
+            raise SchemaNotFoundError(f"schema id {schema_id} is not known to the registry {self._s.url}")
         return RegisteredSchema(schema_id, str(body.get("schemaType", "AVRO")), str(body["schema"]))
 
     def latest_id(self, subject: str) -> int | None:
         """The id of the subject's latest schema version; None when the registry has no such
         subject (`/subjects/{subject}/versions/latest`). Not cached: it changes."""
+        path = f"/subjects/{quote(subject, safe='')}/versions/latest"
+        body = self._get_retried(path, f"the latest schema of subject {subject}")
+        return int(body["id"]) if body is not None and "id" in body else None
+
+    def _get_retried(self, path: str, what: str) -> dict[str, Any] | None:
+        """`_get` of the registry's `path`, retried while the registry is unavailable; then
+        RegistryUnavailableError, naming `what` was being fetched."""
         s = self._s
         fetch = retry(
             retry=retry_if_exception_type(_TransientError),
@@ -98,13 +93,11 @@ class SchemaRegistry:
             reraise=True,
         )(self._get)
         try:
-            body = fetch(f"{s.url.rstrip('/')}/subjects/{quote(subject, safe='')}/versions/latest")
+            return fetch(f"{s.url.rstrip('/')}{path}")
         except _TransientError as e:
             raise RegistryUnavailableError(
-                f"schema registry {s.url} unavailable after {s.attempts} attempts fetching the latest schema of "
-                f"subject {subject}: {e}"
+                f"schema registry {s.url} unavailable after {s.attempts} attempts fetching {what}: {e}"
             ) from None
-        return int(body["id"]) if body is not None and "id" in body else None
 
     def _get(self, url: str) -> dict[str, Any] | None:
         try:
