@@ -28,6 +28,7 @@ out (an outage) and which end it (the data, the config, a fenced commit) is deci
       TableReadError             a table's files could not be read (the CLI's live row count)
       JobFailedError             the streaming query ended for a cause that is not ours
       UnsupportedSparkError      Spark's internals are not what icesink relies on (a Spark version it does not know)
+      BatchAbandonedError        a batch given up before its commit because the job is stopping (not a failure)
 """
 
 from __future__ import annotations
@@ -128,3 +129,8 @@ class JobFailedError(IcesinkError):
 class UnsupportedSparkError(IcesinkError):
     """Spark's or Iceberg's internals that icesink reads (the Kafka source's offset ranges) are not
     what it was built against: fail before anything is committed rather than guess."""
+
+
+class BatchAbandonedError(IcesinkError):
+    """The job was asked to stop (SIGTERM, Ctrl-C) before this batch committed anything: Spark
+    replays it on the next run. The job stops with exit code 0, not as a failure."""

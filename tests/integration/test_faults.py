@@ -9,6 +9,7 @@ environment-gated hooks of `icesink.runtime.faults`, by stopping services of the
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
@@ -31,7 +32,7 @@ from icesink.iceberg import snapshot_offsets as codec
 from icesink.runtime import faults
 from tests.support.catalog_proxy import CatalogProxy
 from tests.support.cli import run_cli, stack, start_cli
-from tests.support.spark import snapshots, table_exists
+from tests.support.spark import snapshots, table_exists, table_offsets
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
@@ -152,11 +153,58 @@ def test_corrupt_checkpoint_fails_loudly_and_a_deleted_one_resumes_from_the_tabl
     assert "icesink: error" in corrupt.stderr
     assert len(snapshots(spark, table)) == held, "nothing committed from a corrupt checkpoint"
 
-    shutil.rmtree(scenario.checkpoint)  # lost: the job starts from the earliest offsets again
-    resumed = run_cli(config)
+    # Lost, and the job told to re-read the topic from its start: the tables drop what they hold.
+    shutil.rmtree(scenario.checkpoint)
+    limits = {"kafka.max_offsets_per_trigger": 120, "kafka.starting_offsets": "earliest"}
+    earliest = scenario.write_config(tmp_path / "earliest.yaml", **limits)
+    resumed = run_cli(earliest)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "already holds these offsets" in resumed.stderr
     oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+
+
+def test_a_checkpoint_deleted_while_the_stream_runs_restarts_from_the_tables(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic, other = scenario.topic("views.20240203"), scenario.topic("clicks.20240203")
+    create_topics(topic, other)
+    ledger = Ledger()
+    ledger.good(topic, 150)
+    ledger.good(other, 40, partition=0)  # partition 1 of `other` stays empty: no table holds it
+    running = scenario.write_config(
+        tmp_path / "job.yaml", **{"job.trigger": {"mode": "processing-time", "interval": "1 second"}}
+    )
+    table = scenario.table("views")
+    log = tmp_path / "job.log"
+    job = start_cli(running, log)
+    try:
+        ends = end_offsets(topic)
+        held = while_running(job, log, lambda: table_offsets(spark, table) == {tp: o for tp, o in ends.items() if o})
+        wait_until(held, 300, lambda: f"{table} to hold {ends}:\n{tail(log)}")
+        shutil.rmtree(scenario.checkpoint)  # the pod's disk is gone while the job runs...
+        job.kill()  # ...and the pod with it
+        job.wait(30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    shutil.rmtree(scenario.checkpoint, ignore_errors=True)  # whatever Spark wrote again before the kill
+    tables = {t: table_offsets(spark, t) for t in (table, scenario.table("clicks"))}
+    ledger.good(topic, 30)
+    ledger.good(other, 5, partition=1)
+    lacking = sum(end - tables[scenario.table("views")].get(tp, 0) for tp, end in end_offsets(topic).items())
+    lacking += sum(end - tables[scenario.table("clicks")].get(tp, 0) for tp, end in end_offsets(other).items())
+
+    resumed = run_cli(scenario.write_config(tmp_path / "again.yaml"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    err = resumed.stderr
+    assert f"new checkpoint: starting from the offsets of the 2 table(s) of namespace {scenario.namespace}" in err
+    assert f"topic {other}: 1 partition(s) from the tables (0@40); 1 at earliest (no table holds them)" in err
+    assert f"topic {topic}: 2 partition(s) from the tables" in err
+    read = [int(m) for m in re.findall(r"batch \d+: (\d+) record\(s\) from", err)]
+    assert sum(read) == lacking == 35, f"the restart read {read} record(s); the tables lacked {lacking}"
+    assert "already holds these offsets" not in err
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+    oracle.check(spark, ledger, scenario.table("clicks"), [other])
 
 
 # ---------------------------------------------------------------- 4, 10: concurrent writers
@@ -249,6 +297,59 @@ def test_another_job_on_other_topics_of_the_same_table_commits_between_check_and
     snaps = snapshots(spark, table)
     assert len(snaps) == 2
     assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(first, second), "both jobs' offsets"
+
+
+def test_one_fenced_table_among_twenty_the_others_commit_and_the_restart_adds_nothing_twice(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    # Twenty, not the issue's fifty: each table's write job costs ~2 s here, and CI has a budget.
+    names = [f"t{i:02d}" for i in range(20)]
+    topics = [scenario.topic(n) for n in names]
+    create_topics(*topics, partitions=1)
+    ledger = Ledger()
+    for t in topics:
+        ledger.good(t, 4, partition=0)
+    config = scenario.write_config(tmp_path / "job.yaml")
+    assert run_cli(config).returncode == 0  # batch 0 creates the 20 tables, side by side
+    for t in topics:
+        ledger.good(t, 3, partition=0)
+
+    env, release = pause_env(tmp_path, "before-table-commit", 1)
+    log = tmp_path / "job.log"
+    job = start_cli(config, log, env)
+    paused(release, job, log)  # every table's files written, their commits about to go
+    victim = names[17]
+    zombie = scenario.write_config(
+        tmp_path / "zombie.yaml",
+        **{"job.checkpoint_location": str(tmp_path / "zombie"), "kafka.subscribe_pattern": f"^{topics[17]}$"},
+    )
+    other = run_cli(zombie)  # another job commits the victim's records first (from the tables' offsets)
+    assert other.returncode == 0, other.stderr[-3000:]
+    release.touch()
+    output = finish(job, log)
+
+    assert job.returncode == 1, output[-3000:]
+    assert f"table {scenario.namespace}.{scenario.prefix}_{victim}: offsets changed while the batch was written" in (
+        output
+    )
+    tables = [scenario.table(n) for n in names]
+    union = " UNION ALL ".join(
+        f"SELECT '{n}' AS t, count(*) AS snaps FROM {table}.snapshots" for n, table in zip(names, tables, strict=True)
+    )
+    snaps = {r.t: r.snaps for r in spark.sql(union).collect()}
+    assert snaps == {n: 2 for n in names}, "19 tables committed batch 1, the victim got it from the other job"
+
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    union = " UNION ALL ".join(f"SELECT '{t}' AS t, id FROM {table}" for t, table in zip(topics, tables, strict=True))
+    rows: dict[str, list[int]] = {}
+    for r in spark.sql(union).collect():
+        rows.setdefault(r.t, []).append(r.id)
+    assert {t: sorted(ids) for t, ids in rows.items()} == {t: sorted(ledger.ids([t])) for t in topics}, (
+        "every table holds each of its records once"
+    )
+    for n in (names[0], victim, names[-1]):
+        oracle.check(spark, ledger, scenario.table(n), [scenario.topic(n)])
 
 
 # ---------------------------------------------------------------- 5: commit outcome unknown

@@ -6,6 +6,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.model import TopicPartition
+
 
 def snapshots(spark: SparkSession, table: str) -> list[dict[str, Any]]:
     """The table's snapshots, oldest first, with their summaries."""
@@ -17,3 +20,15 @@ def snapshots(spark: SparkSession, table: str) -> list[dict[str, Any]]:
 
 def table_exists(spark: SparkSession, table: str) -> bool:
     return bool(spark.catalog.tableExists(table))
+
+
+def table_offsets(spark: SparkSession, table: str) -> dict[TopicPartition, int]:
+    """The offsets the table holds (its newest offset-bearing snapshot), read afresh; {} before
+    the table exists or holds any."""
+    if not table_exists(spark, table):
+        return {}
+    spark.sql(f"REFRESH TABLE {table}")
+    for snap in reversed(snapshots(spark, table)):
+        if codec.OFFSETS_KEY in snap["summary"]:
+            return codec.decode(snap["summary"][codec.OFFSETS_KEY])
+    return {}

@@ -18,7 +18,8 @@ MINIMAL: dict[str, Any] = {
 def test_minimal_config_gets_defaults() -> None:
     c = parse_config(MINIMAL, environ={})
     assert c.kafka.isolation_level == "read_committed"
-    assert c.kafka.starting_offsets == "earliest"
+    assert c.kafka.starting_offsets == "tables"
+    assert c.kafka.starting_offsets_fallback.value == "earliest"
     assert c.job.trigger.mode is TriggerMode.PROCESSING_TIME
     assert c.catalog.name == "icesink"
 
@@ -52,6 +53,14 @@ def test_reserved_kafka_options_are_refused() -> None:
     raw = {**MINIMAL, "kafka": {**MINIMAL["kafka"], "options": {"subscribe": "x"}}}
     with pytest.raises(ConfigError, match=r"kafka\.options"):
         parse_config(raw, environ={})
+
+
+def test_starting_offsets_are_tables_earliest_latest_or_a_spark_json_spec() -> None:
+    for ok in ("tables", "earliest", "latest", '{"t": {"0": 42, "1": -2}}'):
+        assert parse_config({**MINIMAL, "kafka": {**MINIMAL["kafka"], "starting_offsets": ok}}, environ={})
+    for bad in ("from-tables", "[1, 2]", '{"t": 3}'):
+        with pytest.raises(ConfigError, match=r"kafka\.starting_offsets.*tables, earliest, latest, or JSON"):
+            parse_config({**MINIMAL, "kafka": {**MINIMAL["kafka"], "starting_offsets": bad}}, environ={})
 
 
 def test_secrets_never_show_in_repr_or_errors() -> None:

@@ -13,6 +13,7 @@ from icesink.ops.reset import (
     parse_spark_json,
     plan_reset,
     refuse_rewinds,
+    start_lines,
     with_others_from_tables,
 )
 
@@ -25,6 +26,19 @@ def test_from_tables_takes_the_lowest_offset_any_table_needs() -> None:
     assert plan.starting == {TP("t", 0): 30, TP("t", 1): 70, TP("new", 0): 0}
     assert plan.rewinds == ()
     assert json.loads(plan.spark_json()) == {"new": {"0": 0}, "t": {"0": 30, "1": 70}}
+
+
+def test_a_start_from_the_tables_puts_partitions_no_table_holds_at_the_fallback() -> None:
+    tables = {A: {TP("t", 0): 40}, DLQ: {TP("t", 1): 60}}
+    plan = plan_reset(Mode.FROM_TABLES, tables, MARKS, unseen=Mode.LATEST)
+    assert plan.starting == {TP("t", 0): 40, TP("t", 1): 60, TP("new", 0): 7}
+    assert start_lines(plan, tables, Mode.LATEST) == [
+        "topic new: 1 at latest (no table holds them)",
+        "topic t: 2 partition(s) from the tables (0@40, 1@60)",
+    ]
+    early = plan_reset(Mode.FROM_TABLES, tables, MARKS)
+    assert early.starting[TP("new", 0)] == 0
+    assert start_lines(early, {}, Mode.EARLIEST)[1] == "topic t: 2 at earliest (no table holds them)"
 
 
 def test_from_tables_clamps_to_what_retention_kept_and_says_so() -> None:
@@ -74,3 +88,11 @@ def test_table_names_limit_the_rewinds_not_the_starts() -> None:
     mine = only_tables(plan, {"b"})
     assert [r.table for r in mine.rewinds] == [B]
     assert mine.starting == plan.starting
+
+
+def test_from_tables_warns_when_a_table_is_ahead_of_kafkas_log() -> None:
+    plan = plan_reset(Mode.FROM_TABLES, {A: {TP("new", 0): 60}}, MARKS)
+    assert plan.starting[TP("new", 0)] == 7
+    (note,) = plan.notes
+    assert note.startswith("new[0]: a table holds offset 60 but Kafka's log ends at 7: the topic was deleted")
+    assert "--topic new --to-earliest --rewind" in note

@@ -23,14 +23,18 @@ def commit_batch(
     batch_id: int, query_id: str,
 ) -> list[CommitResult]:  # fmt: skip
     """The dead-letter table first (a crash after it loses no dead letter: its offsets make a replay
-    skip those it holds), then each table."""
+    skip those it holds), then the tables, several at once (job.table_parallelism), each fenced on
+    its own offsets. When one fails, the others still commit (a replay skips them) and the first
+    failure is raised."""
     results = []
     if dead is not None:
         results.append(commit_table(ctx.catalog, *dead, batch_id, query_id))
         faults.maybe_kill("after-dead-letters", batch_id, ctx.spark)
-    for w in written:
-        results.append(commit_table(ctx.catalog, w.work.plan, w.work.table, w.files, batch_id, query_id, w.work.keys))
-    return results
+
+    def commit(w: Written) -> CommitResult:
+        return commit_table(ctx.catalog, w.work.plan, w.work.table, w.files, batch_id, query_id, w.work.keys)
+
+    return results + ctx.tables.map(written, commit)
 
 
 def commit_table(

@@ -17,6 +17,7 @@ from icesink.config import Config
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.kafka.admin import GroupProgress
 from icesink.model import TableRef
+from icesink.runtime.parallel import TablePool
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class BatchContext:
     storage: StorageSettings
     group_progress: GroupProgress | None  # kafka.consumer_group's progress; None when not set
     seen: SeenSchemas  # the writer schemas each topic carried last time
+    tables: TablePool  # runs the per-table steps side by side (job.table_parallelism)
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
@@ -53,6 +55,7 @@ class BatchContext:
             storage=storage,
             group_progress=GroupProgress(config, group) if (group := config.kafka.consumer_group) else None,
             seen=SeenSchemas(),
+            tables=TablePool(spark, config.job.table_parallelism),
         )
 
     def table_exists(self, ref: TableRef) -> bool:

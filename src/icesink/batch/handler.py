@@ -7,8 +7,10 @@ letters, commit), runs a batch again while a service is unreachable, and records
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
@@ -26,11 +28,23 @@ from icesink.batch.route import route_batch
 from icesink.batch.work import Planned
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
+from icesink.errors import BatchAbandonedError
+from icesink.iceberg.commit import CommitResult
 from icesink.iceberg.jvm import JavaObject
+from icesink.model import TableRef, TopicPartition
 from icesink.runtime import faults, retries
 from icesink.runtime.timings import BatchTimings, SparkJobs
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LastCommit:
+    """What the job committed last: a batch, its tables' snapshots, the offsets it reached."""
+
+    batch_id: int
+    tables: list[CommitResult]
+    next_offsets: dict[TopicPartition, int]
 
 
 class BatchHandler:
@@ -45,11 +59,30 @@ class BatchHandler:
         self.after_batch: Callable[[], None] | None = None
         # Called with each handled batch's step timings (also logged at INFO).
         self.on_timings: Callable[[BatchTimings], None] | None = None
+        # Called after each batch that committed, with its timings and what it committed (metrics).
+        self.on_committed: Callable[[BatchTimings, LastCommit], None] | None = None
+        # Set when the job is asked to stop: a batch that has not begun is abandoned (Spark
+        # replays it on the next run), one in progress commits.
+        self.stopping = threading.Event()
+        self._state = threading.Lock()
+        self._busy = False
+        self.last_batch: int | None = None  # the last batch handled (committed, or empty)
+        self.last_commit: LastCommit | None = None
+
+    @property
+    def dead_letter_ref(self) -> TableRef:
+        return self._ctx.dead_letter_ref
+
+    def idle(self) -> bool:
+        """Whether no batch is in progress; once `stopping` is set, none begins after this says so."""
+        with self._state:
+            return not self._busy
 
     def close(self) -> None:
         """Releases what the handler keeps between batches (the consumer group's client)."""
         if self._ctx.group_progress is not None:
             self._ctx.group_progress.close()
+        self._ctx.tables.close()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Commits one micro-batch. The steps, in order:
@@ -77,11 +110,19 @@ class BatchHandler:
         Spark writes its own commit log after this returns; a crash before that replays the batch,
         and step 1 drops what step 5 already committed.
         """
+        with self._state:
+            if self.stopping.is_set():
+                self.failure = BatchAbandonedError(f"batch {batch_id}: not begun, the job is stopping")
+                raise self.failure
+            self._busy = True
         try:
             self._run_until_reachable(batch, batch_id)
         except BaseException as e:
             self.failure = e
             raise
+        finally:
+            self._busy = False
+        self.last_batch = batch_id
         if self.after_batch is not None:
             done, self.after_batch = self.after_batch, None
             done()
@@ -102,6 +143,10 @@ class BatchHandler:
             except Exception as e:
                 attempt += 1
                 wait = retries.backoff_seconds(attempt)
+                if self.stopping.is_set() and retries.is_transient(e):
+                    raise BatchAbandonedError(
+                        f"batch {batch_id}: abandoned while waiting out {retries.brief(e)}; the job is stopping"
+                    ) from e
                 if not retries.is_transient(e) or time.monotonic() + wait > deadline:
                     if retries.is_transient(e):
                         log.error("batch %d: still failing after %d s: %s", batch_id, limit, retries.brief(e))
@@ -110,7 +155,10 @@ class BatchHandler:
                     "batch %d: %s; nothing of it is lost, running it again in %.0f s (attempt %d, for up to %d s)",
                     batch_id, retries.brief(e), wait, attempt + 1, limit,
                 )  # fmt: skip
-                time.sleep(wait)
+                if self.stopping.wait(wait):  # asked to stop while waiting: the next run replays it
+                    raise BatchAbandonedError(
+                        f"batch {batch_id}: abandoned while waiting out {retries.brief(e)}; the job is stopping"
+                    ) from e
 
     def _run(self, batch: DataFrame, batch_id: int) -> None:
         timings = BatchTimings(batch_id)
@@ -123,6 +171,12 @@ class BatchHandler:
                 log.info("%s", timings.line())
                 if self.on_timings is not None:
                     self.on_timings(timings)
+                last = self.last_commit
+                if self.on_committed is not None and last is not None and last.batch_id == batch_id:
+                    try:
+                        self.on_committed(timings, last)
+                    except Exception as e:  # metrics never fail a committed batch
+                        log.warning("batch %d: metrics not updated: %s", batch_id, e)
                 faults.maybe_kill("after-commit", batch_id, self._ctx.spark)
         finally:
             for frame in persisted:
@@ -176,6 +230,7 @@ class BatchHandler:
             batch_id, sum(r.records for r in ranges), len(ranges), sum(r.records for r in results),
             len(results), timings.total,
         )  # fmt: skip
+        self.last_commit = LastCommit(batch_id, results, {r.tp: r.last_offset + 1 for r in ranges})
         commit_group(ctx.group_progress, ranges, batch_id)
         timings.lap("group")
         timings.records = sum(r.records for r in ranges)

@@ -81,16 +81,14 @@ def plan_tables(
     ctx: BatchContext, table_ranges: Mapping[TableRef, list[PartitionRange]]
 ) -> list[tuple[TablePlan, JavaObject | None]]:
     """Each routed table's plan (in table order) and the table as loaded, None if it does not exist."""
-    plans = []
-    for ref in sorted(table_ranges):
-        ranges = table_ranges[ref]
-        if ref == ctx.dead_letter_ref:
-            topics = sorted({r.tp.topic for r in ranges})
-            raise RoutingError(
-                f"topics {topics} route to the dead-letter table {ref}; rename it (decode.dead_letter_table)"
-            )
-        plans.append(load_and_plan(ctx, ref, sorted(ranges, key=lambda r: r.tp)))
-    return plans
+    if ctx.dead_letter_ref in table_ranges:
+        topics = sorted({r.tp.topic for r in table_ranges[ctx.dead_letter_ref]})
+        raise RoutingError(
+            f"topics {topics} route to the dead-letter table {ctx.dead_letter_ref}; rename it "
+            "(decode.dead_letter_table)"
+        )
+    refs = sorted(table_ranges)
+    return ctx.tables.map(refs, lambda ref: load_and_plan(ctx, ref, sorted(table_ranges[ref], key=lambda r: r.tp)))
 
 
 def load_and_plan(
@@ -105,17 +103,22 @@ def load_and_plan(
         ends = {tp: end for tp, (_, end) in admin.watermarks(ctx.config, plan.keep_from).items()}
         behind = log_behind_table(committed, ends)
         if behind:
-            detail = "; ".join(
-                f"{tp}: the table's next offset is {committed[tp]}, the log ends at {ends[tp]}" for tp in behind
-            )
-            topics = " ".join(f"--topic {t}" for t in sorted({tp.topic for tp in behind}))
-            raise OffsetsError(
-                f"table {ref}: Kafka's log ends below the offsets the table holds ({detail}); the topic was "
-                "deleted and recreated, or truncated, and its new records would be taken for ones the table "
-                f"has. Nothing was committed. Rewind the table for it: icesink offsets reset {topics} "
-                "--to-earliest --rewind"
-            )
+            raise log_behind_error(ref, committed, ends, behind)
     return plan, table
+
+
+def log_behind_error(
+    ref: TableRef, committed: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int],
+    behind: list[TopicPartition],
+) -> OffsetsError:  # fmt: skip
+    detail = "; ".join(f"{tp}: the table's next offset is {committed[tp]}, the log ends at {ends[tp]}" for tp in behind)
+    topics = " ".join(f"--topic {t}" for t in sorted({tp.topic for tp in behind}))
+    return OffsetsError(
+        f"table {ref}: Kafka's log ends below the offsets the table holds ({detail}); the topic was "
+        "deleted and recreated, or truncated, and its new records would be taken for ones the table "
+        f"has. Nothing was committed. Rewind the table for it: icesink offsets reset {topics} "
+        "--to-earliest --rewind"
+    )
 
 
 def keep_condition(keep_from: Mapping[TopicPartition, int]) -> Column:

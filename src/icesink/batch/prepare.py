@@ -20,14 +20,22 @@ log = logging.getLogger(__name__)
 def ready_tables(ctx: BatchContext, work: list[TableWork]) -> list[TableWork]:
     """`work` with each table created or evolved, and its schema as it now is; tables no record of
     the batch decoded for are left out (and not created)."""
-    ready = []
+    todo = []
     for w in work:
         if w.table is None and not w.target.fields:
             log.info("table %s: no record of this batch decoded; not created", w.plan.table)
             continue
+        todo.append(w)
+
+    # Once, before the tables are created side by side.
+    for namespace in sorted({w.plan.table.namespace for w in todo if w.table is None}):
+        ctx.catalog.ensure_namespace(namespace)
+
+    def ready(w: TableWork) -> TableWork:
         table = _created(ctx, w) if w.table is None else _evolved(ctx, w, w.table)
-        ready.append(replace(w, table=table, target=ctx.catalog.spark_schema(table)))
-    return ready
+        return replace(w, table=table, target=ctx.catalog.spark_schema(table))
+
+    return ctx.tables.map(todo, ready)
 
 
 def _created(ctx: BatchContext, w: TableWork) -> JavaObject:

@@ -51,16 +51,20 @@ class Written:
 def write_tables(
     ctx: BatchContext, ready: list[TableWork], ranges: list[PartitionRange], batch_id: int, query_id: str
 ) -> list[Written]:
-    """Every table's files, written one table after the other; a failure names the table and its offsets."""
-    written = []
-    for i, w in enumerate(ready):
-        if i:
-            faults.maybe_kill("mid-write", batch_id, ctx.spark)
+    """Every table's files, several tables at once (job.table_parallelism); a failure names the
+    table and its offsets."""
+
+    def write(w: TableWork) -> Written:
         try:
-            written.append(write_table(ctx, w, batch_id, query_id))
+            return write_table(ctx, w, batch_id, query_id)
         except Exception as e:
             raise write_failed(w.plan, ranges, batch_id, e) from e
-    return written
+
+    def done(i: int) -> None:
+        if len(ready) > 1:  # the worst moment: a table's files are written, others' are not all
+            faults.maybe_kill("mid-write", batch_id, ctx.spark)
+
+    return ctx.tables.map(ready, write, on_done=done)
 
 
 def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -> Written:

@@ -7,6 +7,7 @@ are `SecretStr`, so printing the config (or an error about it) never shows them.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from enum import StrEnum
@@ -37,6 +38,12 @@ class JobConfig(Section):
         description="Spark checkpoint folder (local path or URI); the tables stay the source of truth"
     )
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
+    table_parallelism: int = Field(
+        8,
+        ge=1,
+        description="how many tables of a batch are loaded, written and committed at once (driver threads, each "
+        "table's Spark job in its own FAIR pool); 1: one after another",
+    )
     retry_unreachable_for_s: int = Field(
         300,
         ge=0,
@@ -50,13 +57,24 @@ class JobConfig(Section):
         return os.path.expanduser(v) if "://" not in v else v
 
 
+class StartingFallback(StrEnum):
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
 class KafkaConfig(Section):
     bootstrap_servers: str = Field(description="Kafka bootstrap servers, host:port[,host:port]")
     subscribe_pattern: str = Field(
         description="Java regex of the topics to read (subscribePattern); anchor it with ^...$"
     )
     starting_offsets: str = Field(
-        "earliest", description="earliest, latest or a JSON offsets spec, for a new checkpoint"
+        "tables",
+        description="where a new checkpoint starts: tables (each partition at the offsets the tables hold, "
+        "so a lost checkpoint re-reads nothing), earliest, latest, or a Spark JSON offsets spec",
+    )
+    starting_offsets_fallback: StartingFallback = Field(
+        StartingFallback.EARLIEST,
+        description="with starting_offsets: tables, where partitions that no table holds start (earliest or latest)",
     )
     max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
     fail_on_data_loss: bool = Field(True, description="fail when offsets were aged out or a topic was deleted")
@@ -83,6 +101,19 @@ class KafkaConfig(Section):
             re.compile(v)
         except re.error as e:
             raise ValueError(f"not a valid regular expression: {e}") from e
+        return v
+
+    @field_validator("starting_offsets")
+    @classmethod
+    def _starting(cls, v: str) -> str:
+        if v in ("tables", "earliest", "latest"):
+            return v
+        try:
+            spec = json.loads(v)
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict) or not all(isinstance(p, dict) for p in spec.values()):
+            raise ValueError('tables, earliest, latest, or JSON such as {"topic": {"0": 42}}')
         return v
 
     @field_validator("options")

@@ -122,10 +122,19 @@ def state_of(ref: TableRef, table: Any, live: bool = False) -> TableState:
     )
 
 
-def tables(catalog: Any, namespace: str, names: list[str] | None = None) -> list[tuple[TableRef, Any]]:
-    """The namespace's tables (or the named ones), loaded."""
+def tables(
+    catalog: Any, namespace: str, names: list[str] | None = None, missing_ok: bool = False
+) -> list[tuple[TableRef, Any]]:
+    """The namespace's tables (or the named ones), loaded; `missing_ok`: none when the namespace
+    does not exist yet."""
+    from pyiceberg.exceptions import NoSuchNamespaceError
+
     try:
         listed = [ident[-1] for ident in catalog.list_tables(namespace)]
+    except NoSuchNamespaceError:
+        if not missing_ok:
+            raise TableNotFoundError(f"no namespace {namespace} in the catalog") from None
+        listed = []
     except Exception as e:
         raise CatalogUnavailableError(f"cannot list the tables of namespace {namespace}: {e}") from None
     wanted = names or listed

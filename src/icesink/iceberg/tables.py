@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
 _NO_SUCH_TABLE = "org.apache.iceberg.exceptions.NoSuchTableException"
 
 
@@ -45,8 +47,13 @@ class IcebergCatalog:
         # Requests to the catalog made here (Iceberg's own retries inside a call not counted): the
         # batch's timings line reports how many a batch needed.
         self.requests = 0
+        self._requests_lock = threading.Lock()  # the per-table steps run in several threads
 
     # ------------------------------------------------------------------ tables
+
+    def _count(self, n: int) -> None:
+        with self._requests_lock:
+            self.requests += n
 
     def _namespace(self, namespace: str) -> JavaObject:
         return self._jvm.org.apache.iceberg.catalog.Namespace.of(string_array(self._spark, namespace.split(".")))
@@ -56,19 +63,21 @@ class IcebergCatalog:
 
     def ensure_namespace(self, namespace: str) -> None:
         ns = self._namespace(namespace)
-        self.requests += 1
+        self._count(1)
         if not self._catalog.namespaceExists(ns):
-            self.requests += 1
+            self._count(1)
             try:
                 self._catalog.createNamespace(ns)
                 log.info("created namespace %s", namespace)
-            except Exception as e:  # a concurrent creator is fine
+            except Py4JJavaError as e:  # a concurrent creator is fine
+                if e.java_exception.getClass().getName() == _ALREADY_EXISTS:
+                    return
                 if not self._catalog.namespaceExists(ns):
                     raise CommitError(f"cannot create namespace {namespace}: {e}") from e
 
     def load(self, ref: TableRef) -> JavaObject | None:
         # One request: loadTable, its 404 as NoSuchTableException (tableExists first was a second).
-        self.requests += 1
+        self._count(1)
         try:
             return self._catalog.loadTable(self._identifier(ref))
         except Py4JJavaError as e:
@@ -110,7 +119,7 @@ class IcebergCatalog:
                 for column in sort_by:
                     order = order.asc(column)
                 builder = builder.withSortOrder(order.build())
-            self.requests += 1
+            self._count(1)
             table = builder.create()
             log.info(
                 "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
@@ -169,7 +178,7 @@ class IcebergCatalog:
         optional. Re-checked against the refreshed table, so re-running it (a replay, a concurrent
         job) is a no-op. Returns whether anything changed."""
         ice = self._jvm.org.apache.iceberg
-        self.requests += 1
+        self._count(1)
         table.refresh()
         schema = table.schema()
         have = {str(n) for n in ice.types.TypeUtil.indexByName(schema.asStruct()).keySet()}
@@ -199,7 +208,7 @@ class IcebergCatalog:
             update.updateColumn(w.path, new_type)
         for p in todo_optional:
             update.makeColumnOptional(p)
-        self.requests += 1
+        self._count(1)
         update.commit()
         changes = [f"added {c.path}" for c in todo_add]
         changes += [f"widened {w.path} {w.old.simpleString()} -> {w.new.simpleString()}" for w, _ in todo_widen]
@@ -227,7 +236,7 @@ class IcebergCatalog:
         key_columns: Sequence[str] = (),
     ) -> CommitResult:
         """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
-        self.requests += 2  # Iceberg refreshes the table as it applies the commit, then sends it
+        self._count(2)  # Iceberg refreshes the table as it applies the commit, then sends it
         return commit_files(self._spark, table, files, plan, query_id, batch_id, key_columns)
 
     # ------------------------------------------------------------------ helpers

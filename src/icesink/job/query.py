@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from icesink.batch.handler import BatchHandler
 from icesink.config import Config, TriggerMode
+from icesink.errors import BatchAbandonedError
+from icesink.job import metrics, starting
+from icesink.job.stopping import StopSignals
 from icesink.kafka import admin
 from icesink.ops import checkpoints
 from icesink.ops import reset as reset_plan
@@ -21,7 +26,7 @@ def kafka_options(config: Config) -> dict[str, str]:
     opts = {
         "kafka.bootstrap.servers": k.bootstrap_servers,
         "subscribePattern": k.subscribe_pattern,
-        "startingOffsets": k.starting_offsets,
+        "startingOffsets": starting.spark_value(config),
         "failOnDataLoss": str(k.fail_on_data_loss).lower(),
         "includeHeaders": "true",
         "kafka.isolation.level": k.isolation_level,
@@ -39,6 +44,8 @@ class Job:
         self.spark = spark
         self.config = config
         self._query: StreamingQuery | None = None
+        self._metrics: metrics.JobMetrics | None = None
+        self._progress_seen: int | None = None
         self.handler = BatchHandler(spark, config, self._query_id)
 
     def _query_id(self) -> str:
@@ -51,26 +58,34 @@ class Job:
         return "unknown"
 
     def _starting_offsets(self) -> str | None:
-        """The offsets an `icesink offsets reset` left for this fresh checkpoint, completed with
-        the partitions that appeared since (from their beginning)."""
+        """For a new checkpoint: the offsets an `icesink offsets reset` left (completed with the
+        partitions that appeared since, from their beginning), else with `starting_offsets:
+        tables` the tables' offsets; None when Spark's own option applies."""
         location = self.config.job.checkpoint_location
+        fresh = not starting.has_progress(self.spark, location)
         saved = checkpoints.read_starting(location)
-        if saved is None:
+        if saved is not None:
+            if not fresh:
+                checkpoints.mark_applied(location)  # left over from a run that already started from it
+                return None
+            current = sorted(admin.subscribed(self.config))
+            offsets = reset_plan.complete(reset_plan.parse_spark_json(saved), current)
+            log.info("starting from the offsets of `icesink offsets reset` (%s)", checkpoints.starting_file(location))
+            # Once a batch is planned Spark keeps the offsets in its checkpoint; the file is then
+            # retired, so a later fresh checkpoint does not start from it again.
+            self.handler.after_batch = lambda: checkpoints.mark_applied(location)
+            return reset_plan.ResetPlan(reset_plan.Mode.FROM_TABLES, offsets).spark_json()
+        if not fresh or self.config.kafka.starting_offsets != "tables":
             return None
-        if checkpoints.has_progress(location):
-            checkpoints.mark_applied(location)  # left over from a run that already started from it
-            return None
-        current = sorted(admin.subscribed(self.config))
-        starting = reset_plan.complete(reset_plan.parse_spark_json(saved), current)
-        log.info("starting from the offsets of `icesink offsets reset` (%s)", checkpoints.starting_file(location))
-        return reset_plan.ResetPlan(reset_plan.Mode.FROM_TABLES, starting).spark_json()
+        plan = starting.from_tables(self.config)
+        return plan.spark_json() if plan.starting else None
 
     def start(self) -> StreamingQuery:
         source = self.spark.readStream.format("kafka")
         options = kafka_options(self.config)
-        reset = self._starting_offsets()
-        if reset is not None:
-            options["startingOffsets"] = reset
+        start_at = self._starting_offsets()
+        if start_at is not None:
+            options["startingOffsets"] = start_at
         for k, v in options.items():
             source = source.option(k, v)
         trigger = self.config.job.trigger
@@ -84,11 +99,7 @@ class Job:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger.interval)
-        if reset is not None:
-            # Once a batch is planned Spark keeps the offsets in its checkpoint; the file is then
-            # retired, so a later fresh checkpoint does not start from it again.
-            location = self.config.job.checkpoint_location
-            self.handler.after_batch = lambda: checkpoints.mark_applied(location)
+        self._watch_metrics()
         self._query = writer.start()
         log.info(
             "query %s started: pattern %r -> namespace %s, checkpoint %s, trigger %s",
@@ -97,13 +108,67 @@ class Job:
         )  # fmt: skip
         return self._query
 
-    def run(self) -> None:
-        """Runs until the query stops (available-now: when caught up) or fails."""
+    def _watch_metrics(self) -> None:
+        """Publishes the job's metrics (job/metrics.py); a Spark whose metrics system icesink
+        cannot reach runs the job without them, saying so."""
+        try:
+            published = metrics.JobMetrics.of(self.spark)
+        except Exception as e:
+            log.warning("job metrics are off: Spark's metrics system refused icesink's source (%s)", e)
+            return
+        self._metrics = published
+        dead_letters = self.handler.dead_letter_ref
+        self.handler.on_committed = lambda timings, last: published.batch_committed(timings, last, dead_letters)
+
+    def run(self, stop: StopSignals | None = None) -> None:
+        """Runs until the query stops (available-now: when caught up), fails, or `stop` is
+        requested: then it stops between batches (see `icesink.job.stopping`)."""
         query = self.start()
         try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            log.info("interrupted, stopping the query")
-            query.stop()
+            self._wait(query, stop)
         finally:
             self.handler.close()
+
+    def _wait(self, query: StreamingQuery, stop: StopSignals | None) -> None:
+        while True:
+            try:
+                if query.awaitTermination(1):
+                    return
+            except Exception:
+                stopping = stop is not None and stop.requested.is_set()
+                if stopping and isinstance(self.handler.failure, BatchAbandonedError):
+                    log.info("%s", self.handler.failure)
+                    return  # a batch not begun, or abandoned before any commit: the next run replays it
+                raise
+            self._publish_progress(query)
+            if stop is not None and stop.requested.is_set():
+                self.handler.stopping.set()
+                if self.handler.idle():
+                    self._stop_after_commit_log(query)
+                    return
+
+    def _publish_progress(self, query: StreamingQuery) -> None:
+        """The lag gauges from the query's newest progress report (once per report)."""
+        if self._metrics is None:
+            return
+        progress = query.lastProgress
+        if progress is None or progress["batchId"] == self._progress_seen:
+            return
+        self._progress_seen = progress["batchId"]
+        try:
+            # Its JSON, where a source's offsets are still Spark's (the Python objects keep a repr).
+            self._metrics.progress(json.loads(progress.json))
+        except Exception as e:  # metrics never stop the job
+            log.debug("lag from the query's progress: %s", e)
+
+    def _stop_after_commit_log(self, query: StreamingQuery, limit_s: float = 10) -> None:
+        """Stops the query once Spark has logged the last handled batch as done (its progress is
+        reported after its commit log), so the next run does not replay it only to drop it."""
+        last = self.handler.last_batch
+        deadline = time.monotonic() + limit_s
+        while last is not None and time.monotonic() < deadline:
+            progress = query.lastProgress
+            if progress is not None and progress["batchId"] >= last:
+                break
+            time.sleep(0.2)
+        query.stop()

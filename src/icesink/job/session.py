@@ -23,6 +23,16 @@ _DEFAULTS = {
     # gain nothing from the cache's compression, which costs 10-30% of that first pass.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.ui.showConsoleProgress": "false",
+    # The tables of a batch are written side by side, each table's job in its own pool
+    # (runtime/parallel.py): a big table's job does not hold every core while small ones wait.
+    "spark.scheduler.mode": "FAIR",
+    # Metrics (job/metrics.py and Spark's streaming source) on the driver's Prometheus endpoint,
+    # /metrics/prometheus on the Spark UI's port, named after the job rather than the app id.
+    "spark.metrics.namespace": "${spark.app.name}",
+    "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.ui.prometheus.enabled": "true",
+    "spark.sql.streaming.metricsEnabled": "true",
 }
 
 

@@ -28,14 +28,6 @@ def ensure_local(location: str) -> None:
     _local(location)
 
 
-def has_progress(location: str) -> bool:
-    """Whether Spark has planned a batch in this checkpoint (then startingOffsets is ignored)."""
-    if "://" in location and not location.startswith("file://"):
-        return True  # not ours to look into: assume it has
-    offsets = _local(location) / "offsets"
-    return offsets.is_dir() and any(offsets.iterdir())
-
-
 def move_aside(location: str, now: dt.datetime | None = None) -> Path | None:
     """Renames the checkpoint folder to `<name>.moved-<UTC time>`; returns the new path."""
     path = _local(location)

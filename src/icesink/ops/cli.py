@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from icesink import __version__
 from icesink.config import load_config
@@ -13,6 +14,9 @@ from icesink.errors import IcesinkError, JobFailedError
 from icesink.ops.maintain_command import maintain as maintain_tables
 from icesink.ops.offsets import offsets_reset, offsets_show
 from icesink.ops.status import status as show_status
+
+if TYPE_CHECKING:
+    from icesink.batch.handler import LastCommit
 
 log = logging.getLogger("icesink")
 
@@ -28,13 +32,16 @@ def _setup_logging(verbose: bool) -> None:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    from icesink.job import stopping
     from icesink.job.query import Job  # pyspark loads only for commands that need it
     from icesink.job.session import build_session
 
     spark = build_session(config)
     job = Job(spark, config)
+    stop = stopping.StopSignals()
+    stopping.install(stop, spark)
     try:
-        job.run()
+        job.run(stop)
     except Exception as e:
         cause = job.handler.failure
         if isinstance(cause, IcesinkError):
@@ -47,7 +54,19 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"{config.job.checkpoint_location} aside and starting again adds no duplicate."
             )
         raise JobFailedError(message) from None
+    if stop.requested.is_set():
+        print(f"icesink: stopped by {stop.name}; {_last_commit(job.handler.last_commit)}", file=sys.stderr)
     return 0
+
+
+def _last_commit(last: LastCommit | None) -> str:
+    if last is None:
+        return "nothing was committed in this run"
+    tables = ", ".join(f"{r.table} (snapshot {r.snapshot_id}, +{r.records} row(s))" for r in last.tables)
+    offsets = sorted(last.next_offsets.items())
+    shown = ", ".join(f"{tp}->{o}" for tp, o in offsets[:10])
+    more = f" and {len(offsets) - 10} more" if len(offsets) > 10 else ""
+    return f"the last committed batch is {last.batch_id}: {tables or 'no table'}; next offsets {shown}{more}"
 
 
 def _cmd_sql(args: argparse.Namespace) -> int:

@@ -69,12 +69,23 @@ class ResetPlan:
 
 
 def _target(
-    mode: Mode, held: list[int], earliest: int, end: int, at: int | None, notes: list[str], tp: TopicPartition
-) -> int:
-    """Where `mode` restarts `tp`, before clamping to Kafka's log; `held`: the tables' offsets of `tp`."""
+    mode: Mode, held: list[int], marks: tuple[int, int], at: int | None, notes: list[str], tp: TopicPartition,
+    unseen: Mode,
+) -> int:  # fmt: skip
+    """Where `mode` restarts `tp`, before clamping to Kafka's log; `held`: the tables' offsets of `tp`;
+    `unseen`: where from-tables starts a partition no table holds (earliest or latest)."""
+    earliest, end = marks
     if mode is Mode.FROM_TABLES:
-        target = min(held) if held else earliest
-        if held and target < earliest:
+        if not held:
+            return end if unseen is Mode.LATEST else earliest
+        target = min(held)
+        if max(held) > end:
+            notes.append(
+                f"{tp}: a table holds offset {max(held)} but Kafka's log ends at {end}: the topic was deleted and "
+                f"recreated, or truncated; its new records stay unread until the table is rewound "
+                f"(--topic {tp.topic} --to-earliest --rewind)"
+            )
+        if target < earliest:
             notes.append(
                 f"{tp}: the tables need offset {target} but Kafka starts at {earliest}; "
                 f"{earliest - target} record(s) were removed by retention before they landed"
@@ -110,14 +121,16 @@ def plan_reset(
     tables: Mapping[TableRef, Offsets],
     marks: Mapping[TopicPartition, tuple[int, int]],
     at_timestamp: Mapping[TopicPartition, int] | None = None,
+    unseen: Mode = Mode.EARLIEST,
 ) -> ResetPlan:
     """`marks`: (earliest, end) of every topic-partition the job subscribes to (and the reset
-    covers); `at_timestamp`: the first offset at or after the timestamp, per topic-partition."""
+    covers); `at_timestamp`: the first offset at or after the timestamp, per topic-partition;
+    `unseen`: where from-tables starts a partition no table holds."""
     starting: dict[TopicPartition, int] = {}
     notes: list[str] = []
     for tp, (earliest, end) in sorted(marks.items()):
         held = [o[tp] for o in tables.values() if tp in o]
-        target = _target(mode, held, earliest, end, (at_timestamp or {}).get(tp), notes, tp)
+        target = _target(mode, held, (earliest, end), (at_timestamp or {}).get(tp), notes, tp, unseen)
         starting[tp] = max(min(target, end), earliest)
     if mode is Mode.FROM_TABLES:
         # Tables ahead of the minimum drop what they already hold: nothing is re-ingested.
@@ -133,6 +146,26 @@ def with_others_from_tables(
     are: Spark needs a start for every partition it is assigned."""
     rest = plan_reset(Mode.FROM_TABLES, tables, others)
     return ResetPlan(plan.mode, {**rest.starting, **plan.starting}, plan.rewinds, plan.skips, rest.notes + plan.notes)
+
+
+def start_lines(plan: ResetPlan, tables: Mapping[TableRef, Offsets], unseen: Mode) -> list[str]:
+    """Per topic, where a start from the tables begins it: the partitions a table holds, at the
+    lowest offset a table needs, and those no table holds (at `unseen`)."""
+    held = {tp for offsets in tables.values() for tp in offsets}
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in sorted(plan.starting):
+        by_topic.setdefault(tp.topic, []).append(tp)
+    lines = []
+    for topic, tps in by_topic.items():
+        ours = [tp for tp in tps if tp in held]
+        parts = []
+        if ours:
+            at = ", ".join(f"{tp.partition}@{plan.starting[tp]}" for tp in ours)
+            parts.append(f"{len(ours)} partition(s) from the tables ({at})")
+        if len(ours) < len(tps):
+            parts.append(f"{len(tps) - len(ours)} at {unseen.value} (no table holds them)")
+        lines.append(f"topic {topic}: " + "; ".join(parts))
+    return lines
 
 
 def only_tables(plan: ResetPlan, names: Set[str]) -> ResetPlan:

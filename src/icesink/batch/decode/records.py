@@ -40,14 +40,19 @@ def decode_tables(
     guesses: list[Planned], batch_id: int,
 ) -> list[TableWork]:  # fmt: skip
     """Each planned table's records decoded (with its `guess`), but for tables that already hold all of them."""
-    work = []
+    todo = []
     for (plan, table), planned in zip(plans, guesses, strict=True):
         if plan.has_new_records:
-            records = targets.source.where(targets.conditions[plan.table]).where(keep_condition(plan.keep_from))
-            work.append(decode_table(ctx, records, plan, table, planned))
+            todo.append((plan, table, planned))
         else:
             log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
-    return work
+
+    def decode(item: tuple[TablePlan, JavaObject | None, Planned]) -> TableWork:
+        plan, table, planned = item
+        records = targets.source.where(targets.conditions[plan.table]).where(keep_condition(plan.keep_from))
+        return decode_table(ctx, records, plan, table, planned)
+
+    return ctx.tables.map(todo, decode)
 
 
 def guess(ctx: BatchContext, plan: TablePlan, table: JavaObject | None) -> Planned:

@@ -1,0 +1,87 @@
+"""What a production user scrapes: the job's metrics on the driver's Prometheus endpoint (Spark's
+metrics system, source `icesink`) after a batch, from `icesink run` as users run it."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import urllib.request
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit import oracle
+from dev.kit.kafka import create_topics
+from dev.kit.oracle import JSON_POISON, Ledger
+from dev.kit.scenario import Scenario
+from tests.support.cli import start_cli
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The driver's Prometheus endpoint, icesink's source only: metric name -> value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics/prometheus", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r"metrics_\w+?_driver_icesink_(\w+?)(?:\{[^}]*\})? (\S+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("meters.20240401")
+    create_topics(topic, partitions=1)
+    ledger = Ledger()
+    ledger.good(topic, 30)
+    ledger.poison(topic, JSON_POISON[:2])
+    port = free_port()
+    config = scenario.write_config(
+        tmp_path / "job.yaml",
+        **{
+            "job.trigger": {"mode": "processing-time", "interval": "1 second"},
+            "spark.conf": {"spark.ui.enabled": "true", "spark.ui.port": str(port)},
+        },
+    )
+    table = scenario.table("meters")
+    name = f"table_{scenario.namespace}_{scenario.prefix}_meters_rows_Count"
+    log = tmp_path / "job.log"
+    job = start_cli(config, log)
+    seen: dict[str, float] = {}
+
+    def served() -> bool:
+        assert job.poll() is None, f"the job exited ({job.returncode}):\n{log.read_text()[-3000:]}"
+        try:
+            seen.update(scrape(port))
+        except OSError:
+            return False  # the UI is not up yet
+        return seen.get("dead_letters_Count") == 2 and "lag_" + f"{topic}_0_Value".replace(".", "_") in seen
+
+    try:
+        wait_until(served, 300, lambda: f"the metrics on port {port} ({seen}):\n{log.read_text()[-3000:]}")
+        job.send_signal(signal.SIGTERM)
+        job.wait(120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, log.read_text()[-3000:]
+    assert seen["records_read_Count"] == 32
+    assert seen["rows_committed_Count"] == 30
+    assert seen[name] == 30
+    assert seen["lag_" + f"{topic}_0_Value".replace(".", "_")] == 0
+    assert seen["batches_Count"] >= 1
+    assert seen["batch_seconds_Value"] > 0
+    oracle.check(spark, ledger, table, [topic], f"icesink.{scenario.namespace}.dead_letters")

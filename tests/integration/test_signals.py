@@ -1,0 +1,139 @@
+"""Stopping the job with SIGTERM or Ctrl-C (SIGINT), as a supervisor or a user does: the batch in
+progress commits, the job says what it committed last and exits 0; a second signal aborts at once
+and the next run adds nothing twice. Run as users run it: `icesink run`, and under spark-submit."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit import oracle
+from dev.kit.endpoints import REPO
+from dev.kit.kafka import create_topics, end_offsets
+from dev.kit.oracle import Ledger
+from dev.kit.scenario import Scenario
+from icesink.runtime import faults
+from tests.support.cli import run_cli, start_cli
+from tests.support.spark import snapshots, table_offsets
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.slow
+
+STREAMING = {"job.trigger": {"mode": "processing-time", "interval": "1 second"}}
+NO_TRACE = ("Traceback", "Exception while sending command", "Py4JError")
+
+
+def holds_all(spark: SparkSession, table: str, topic: str, job: subprocess.Popen[str], log: Path) -> None:
+    """Waits until the table holds every record of `topic` (failing if the job exited before)."""
+    ends = {tp: o for tp, o in end_offsets(topic).items() if o}
+
+    def done() -> bool:
+        assert job.poll() is None, f"the job exited ({job.returncode}):\n{log.read_text()[-3000:]}"
+        return table_offsets(spark, table) == ends
+
+    wait_until(done, 300, lambda: f"{table} to hold {ends}:\n{log.read_text()[-3000:]}")
+
+
+def test_sigterm_during_a_batch_lets_it_commit_then_stops_with_exit_0(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("trips.20240301")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 100)
+    release = tmp_path / "release"
+    env = {faults.PAUSE_ENV: "before-table-commit:1", faults.PAUSE_FILE_ENV: str(release)}
+    table, log = scenario.table("trips"), tmp_path / "job.log"
+    job = start_cli(scenario.write_config(tmp_path / "job.yaml", **STREAMING), log, env=env)
+    try:
+        holds_all(spark, table, topic, job, log)
+        ledger.good(topic, 50)
+        reached = Path(f"{release}.reached")
+        wait_until(reached.exists, 300, lambda: f"batch 1 to pause:\n{log.read_text()[-3000:]}", interval=0.3)
+        job.send_signal(signal.SIGTERM)  # batch 1 has written its files and is about to commit
+        time.sleep(2)
+        assert job.poll() is None, "the job waits for the batch in progress"
+        release.touch()
+        job.wait(120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    out = log.read_text()
+    assert job.returncode == 0, out[-3000:]
+    assert "SIGTERM: stopping after the current batch commits" in out
+    (stopped,) = [line for line in out.splitlines() if line.startswith("icesink: stopped by")]
+    assert stopped.startswith(f"icesink: stopped by SIGTERM; the last committed batch is 1: {table[len('icesink.') :]}")
+    assert f"next offsets {topic}[0]->" in stopped
+    assert not any(t in out for t in NO_TRACE), out[-3000:]
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+    assert (scenario.checkpoint / "commits" / "1").exists(), "Spark logged batch 1 done: no replay on restart"
+    assert len(snapshots(spark, table)) == 2
+
+
+def test_a_second_signal_aborts_at_once_and_the_restart_adds_nothing_twice(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("fares.20240302")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 80)
+    release = tmp_path / "release"
+    env = {faults.PAUSE_ENV: "before-table-commit:0", faults.PAUSE_FILE_ENV: str(release)}
+    table, log = scenario.table("fares"), tmp_path / "job.log"
+    job = start_cli(scenario.write_config(tmp_path / "job.yaml", **STREAMING), log, env=env)
+    try:
+        reached = Path(f"{release}.reached")
+        wait_until(reached.exists, 300, lambda: f"batch 0 to pause:\n{log.read_text()[-3000:]}", interval=0.3)
+        job.send_signal(signal.SIGINT)
+        time.sleep(1.5)  # later than the same stop reaching the driver's JVM
+        job.send_signal(signal.SIGINT)
+        job.wait(60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    out = log.read_text()
+    assert job.returncode == 128 + signal.SIGINT, out[-3000:]
+    assert "SIGINT again: aborting now" in out
+    assert snapshots(spark, table) == [], "batch 0 never committed"
+
+    ledger.good(topic, 20)
+    resumed = run_cli(scenario.write_config(tmp_path / "again.yaml"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
+
+
+def test_sigterm_to_spark_submit_stops_the_job_between_batches(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("tolls.20240303")
+    create_topics(topic)
+    ledger = Ledger()
+    ledger.good(topic, 60)
+    table, log = scenario.table("tolls"), tmp_path / "submit.log"
+    config = scenario.write_config(tmp_path / "job.yaml", **STREAMING)
+    with log.open("w") as out:
+        # scripts/submit execs spark-submit, which execs the JVM: the pid signalled is the JVM's,
+        # the parent of the Python driver, as under a supervisor.
+        job = subprocess.Popen(
+            ["bash", str(REPO / "scripts" / "submit"), "--master", "local[2]", "--config", str(config)],
+            env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT, text=True, cwd=REPO,
+        )  # fmt: skip
+    try:
+        holds_all(spark, table, topic, job, log)
+        job.send_signal(signal.SIGTERM)
+        job.wait(120)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    text = log.read_text()
+    assert job.returncode == 0, text[-3000:]
+    assert "SIGTERM: stopping after the current batch commits" in text
+    assert "icesink: stopped by SIGTERM; the last committed batch is 0:" in text
+    assert not any(t in text for t in NO_TRACE), text[-3000:]
+    oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)

@@ -1,0 +1,54 @@
+"""A batch's per-table steps side by side (icesink.runtime.parallel.TablePool): results in order,
+every call run to its end when one fails, and Spark jobs that carry the batch's job group (so the
+query's stop cancels them and the batch counts them) in a FAIR pool per thread."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pyspark.sql import SparkSession
+
+from icesink.runtime.parallel import POOL_PREFIX, TablePool
+from icesink.runtime.timings import SparkJobs
+
+
+def test_results_come_in_item_order_and_the_jobs_carry_the_callers_job_group(spark: SparkSession) -> None:
+    context = spark.sparkContext
+    context.setJobGroup("batch-group-under-test", "a batch")
+    pool = TablePool(spark, 3)
+    try:
+        jobs = SparkJobs(spark)
+        pools: list[str] = []
+
+        def count(n: int) -> int:
+            pools.append(context.getLocalProperty("spark.scheduler.pool") or "")
+            return spark.range(n).count()
+
+        assert pool.map([5, 1, 7, 3, 2], count) == [5, 1, 7, 3, 2]
+        assert jobs.count() >= 5, "every table's job is the batch's (its job group)"
+        assert set(pools) <= {f"{POOL_PREFIX}{i}" for i in range(3)}
+        assert len(set(pools)) > 1, "each thread has its own pool"
+    finally:
+        pool.close()
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def test_a_failure_lets_every_other_call_finish_and_the_first_in_item_order_is_raised(spark: SparkSession) -> None:
+    pool = TablePool(spark, 4)
+    finished: list[int] = []
+    lock = threading.Lock()
+
+    def step(i: int) -> int:
+        if i in (2, 5):
+            raise ValueError(f"table {i} failed")
+        with lock:
+            finished.append(i)
+        return i
+
+    try:
+        with pytest.raises(ValueError, match="table 2 failed"):
+            pool.map(list(range(8)), step)
+    finally:
+        pool.close()
+    assert sorted(finished) == [0, 1, 3, 4, 6, 7]
