@@ -1,0 +1,124 @@
+"""`python -m dev.bench.fanout`: what a batch that routes to many tables costs against the same
+records into one table, the Debezium capture of a whole database (one topic per source table).
+
+On the local stack (`dev/stack up`), in one Spark session (local[2]) as `icesink run` builds it:
+N topics (1 partition each) get R JSON records each per batch, into N tables; one topic (2
+partitions) gets the same N * R records per batch, into one table. Each side first runs a batch
+that creates its tables (not measured), then `--repeat` batches into the existing tables, each
+with fresh records; the figure is the median batch time from the batch handler's timings (its
+steps too). Printed: both medians, the ratio, and the step times of the median batch.
+
+    python -m dev.bench.fanout [--tables 200] [--records 50] [--repeat 3] [--parallelism 1,8]
+
+--parallelism runs the many-table side once per `job.table_parallelism` value given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
+from dev.kit.kafka import create_topics
+from icesink.config import Config, parse_config
+from icesink.runtime.timings import BatchTimings
+
+
+def produce_round(topics: list[str], per_topic: int, start: int) -> None:
+    producer = Producer({"bootstrap.servers": KAFKA, "linger.ms": 20})
+    for topic in topics:
+        for i in range(start, start + per_topic):
+            value = {"id": i, "name": f"row-{i}", "amount": i * 0.5, "status": "open" if i % 3 else "closed"}
+            while True:
+                try:
+                    producer.produce(topic, key=str(i).encode(), value=json.dumps(value).encode())
+                    break
+                except BufferError:
+                    producer.poll(0.2)
+    assert producer.flush(120) == 0, "records not delivered"
+
+
+def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None) -> Config:
+    raw: dict[str, Any] = {
+        "job": {"name": f"fanout-{tag}", "checkpoint_location": str(checkpoint), "trigger": {"mode": "available-now"}},
+        "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": pattern},
+        "catalog": {"name": "icesink", "uri": CATALOG_URI},
+        "s3": {"endpoint": S3_ENDPOINT},
+        "tables": {"namespace": f"bench_{tag}"},
+        "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
+    }
+    if parallelism is not None:
+        raw["job"]["table_parallelism"] = parallelism
+    return parse_config(raw)
+
+
+def batches(spark: Any, config: Config, topics: list[str], per_topic: int, repeat: int) -> list[BatchTimings]:
+    """A batch that creates the tables, then `repeat` measured batches; their timings."""
+    from icesink.job.query import Job
+
+    measured: list[BatchTimings] = []
+    for round_ in range(repeat + 1):
+        produce_round(topics, per_topic, round_ * per_topic)
+        job = Job(spark, config)
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        assert len(seen) == 1, f"expected one batch per round, got {len(seen)}"
+        if round_:
+            measured.append(seen[0])
+        print(f"  round {round_}: {seen[0].line()}", flush=True)
+    return measured
+
+
+def median_batch(runs: list[BatchTimings]) -> BatchTimings:
+    return sorted(runs, key=lambda t: t.total)[len(runs) // 2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, default=200)
+    parser.add_argument("--records", type=int, default=50, help="records per topic per batch")
+    parser.add_argument("--repeat", type=int, default=3, help="measured batches per side (median)")
+    parser.add_argument("--parallelism", default="", help="job.table_parallelism values, comma-separated")
+    args = parser.parse_args()
+    from icesink.job.session import build_session
+
+    levels: list[int | None] = [int(x) for x in args.parallelism.split(",") if x] or [None]
+    tag = uuid.uuid4().hex[:6]
+    work = Path(tempfile.mkdtemp(prefix="icesink-fanout-"))
+    one = f"fanout_{tag}_one"
+    create_topics(one, partitions=2)
+    spark = build_session(config_for(tag, one, work / "cp-one", None))
+    started = time.monotonic()
+    total = args.tables * args.records
+    print(f"one table: {total} records per batch from 1 topic", flush=True)
+    single = median_batch(batches(spark, config_for(tag, f"^{one}$", work / "cp-one", None), [one], total, args.repeat))
+    results = []
+    for level in levels:
+        many = [f"fanout_{tag}_{level or 0}_t{i:03d}" for i in range(args.tables)]
+        create_topics(*many, partitions=1)
+        pattern = f"^fanout_{tag}_{level or 0}_t[0-9]+$"
+        cp = work / f"cp-many-{level}"
+        label = f"table_parallelism {level}" if level is not None else "default table_parallelism"
+        print(f"{args.tables} tables, {args.records} records each per batch ({label})", flush=True)
+        runs = batches(spark, config_for(tag, pattern, cp, level), many, args.records, args.repeat)
+        results.append((label, median_batch(runs)))
+    print()
+    print(f"one table, {total} records:        median batch {single.total:6.2f} s   {single.line()}")
+    for label, batch in results:
+        print(
+            f"{args.tables} tables x {args.records} ({label}): median batch {batch.total:6.2f} s, "
+            f"{batch.total / single.total:5.1f}x the one-table batch   {batch.line()}"
+        )
+    print(f"(took {(time.monotonic() - started) / 60:.1f} min; namespace bench_{tag}; target: <= 3x)")
+
+
+if __name__ == "__main__":
+    main()
