@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.runtime import faults
 from tests.support.catalog_proxy import CatalogProxy
-from tests.support.cli import run_cli, stack, start_cli
+from tests.support.cli import finish, pause_env, paused, run_cli, stack, start_cli, tail, while_running
 from tests.support.spark import snapshots, table_exists, table_offsets
 from tests.support.wait import wait_until
 
@@ -42,42 +42,6 @@ KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
 
 def dead_letters(scenario: Scenario) -> str:
     return f"icesink.{scenario.namespace}.dead_letters"
-
-
-def tail(log: Path) -> str:
-    return log.read_text()[-3000:]
-
-
-def while_running(job: subprocess.Popen[str], log: Path, done: Callable[[], bool]) -> Callable[[], bool]:
-    """`done`, failing at once (with the log's tail) when the job exited before it came true."""
-
-    def check() -> bool:
-        if done():
-            return True
-        assert job.poll() is None, f"the job exited ({job.returncode}):\n{tail(log)}"
-        return False
-
-    return check
-
-
-def paused(release: Path, job: subprocess.Popen[str], log: Path) -> None:
-    """Until the job stops at its pause point (the fault hook then writes `{release}.reached`)."""
-    reached = Path(f"{release}.reached")
-    wait_until(while_running(job, log, reached.exists), 300, lambda: f"{reached}:\n{tail(log)}", interval=0.3)
-
-
-def finish(job: subprocess.Popen[str], log: Path, timeout: float = 400) -> str:
-    try:
-        job.wait(timeout=timeout)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    return log.read_text()
-
-
-def pause_env(tmp_path: Path, point: str, batch: int) -> tuple[dict[str, str], Path]:
-    release = tmp_path / "release"
-    return {faults.PAUSE_ENV: f"{point}:{batch}", faults.PAUSE_FILE_ENV: str(release)}, release
 
 
 @pytest.fixture

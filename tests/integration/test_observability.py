@@ -16,7 +16,7 @@ from dev.kit import oracle
 from dev.kit.kafka import create_topics
 from dev.kit.oracle import JSON_POISON, Ledger
 from dev.kit.scenario import Scenario
-from tests.support.cli import start_cli
+from tests.support.cli import finish, start_cli, tail, while_running
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
@@ -63,7 +63,6 @@ def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(
     seen: dict[str, float] = {}
 
     def served() -> bool:
-        assert job.poll() is None, f"the job exited ({job.returncode}):\n{log.read_text()[-3000:]}"
         try:
             seen.update(scrape(port))
         except OSError:
@@ -71,13 +70,11 @@ def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(
         return seen.get("dead_letters_Count") == 2 and "lag_" + f"{topic}_0_Value".replace(".", "_") in seen
 
     try:
-        wait_until(served, 300, lambda: f"the metrics on port {port} ({seen}):\n{log.read_text()[-3000:]}")
+        wait_until(while_running(job, log, served), 300, lambda: f"the metrics on port {port} ({seen}):\n{tail(log)}")
         job.send_signal(signal.SIGTERM)
-        job.wait(120)
     finally:
-        if job.poll() is None:
-            job.kill()
-    assert job.returncode == 0, log.read_text()[-3000:]
+        finish(job, log, 120)
+    assert job.returncode == 0, tail(log)
     assert seen["records_read_Count"] == 32
     assert seen["rows_committed_Count"] == 30
     assert seen[name] == 30

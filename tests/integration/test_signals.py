@@ -18,8 +18,7 @@ from dev.kit.endpoints import REPO
 from dev.kit.kafka import create_topics, end_offsets
 from dev.kit.oracle import Ledger
 from dev.kit.scenario import Scenario
-from icesink.runtime import faults
-from tests.support.cli import run_cli, start_cli
+from tests.support.cli import finish, pause_env, paused, run_cli, start_cli, tail, while_running
 from tests.support.spark import snapshots, table_offsets
 from tests.support.wait import wait_until
 
@@ -32,12 +31,8 @@ NO_TRACE = ("Traceback", "Exception while sending command", "Py4JError")
 def holds_all(spark: SparkSession, table: str, topic: str, job: subprocess.Popen[str], log: Path) -> None:
     """Waits until the table holds every record of `topic` (failing if the job exited before)."""
     ends = {tp: o for tp, o in end_offsets(topic).items() if o}
-
-    def done() -> bool:
-        assert job.poll() is None, f"the job exited ({job.returncode}):\n{log.read_text()[-3000:]}"
-        return table_offsets(spark, table) == ends
-
-    wait_until(done, 300, lambda: f"{table} to hold {ends}:\n{log.read_text()[-3000:]}")
+    done = while_running(job, log, lambda: table_offsets(spark, table) == ends)
+    wait_until(done, 300, lambda: f"{table} to hold {ends}:\n{tail(log)}")
 
 
 def test_sigterm_during_a_batch_lets_it_commit_then_stops_with_exit_0(
@@ -47,24 +42,19 @@ def test_sigterm_during_a_batch_lets_it_commit_then_stops_with_exit_0(
     create_topics(topic)
     ledger = Ledger()
     ledger.good(topic, 100)
-    release = tmp_path / "release"
-    env = {faults.PAUSE_ENV: "before-table-commit:1", faults.PAUSE_FILE_ENV: str(release)}
+    env, release = pause_env(tmp_path, "before-table-commit", 1)
     table, log = scenario.table("trips"), tmp_path / "job.log"
     job = start_cli(scenario.write_config(tmp_path / "job.yaml", **STREAMING), log, env=env)
     try:
         holds_all(spark, table, topic, job, log)
         ledger.good(topic, 50)
-        reached = Path(f"{release}.reached")
-        wait_until(reached.exists, 300, lambda: f"batch 1 to pause:\n{log.read_text()[-3000:]}", interval=0.3)
+        paused(release, job, log)
         job.send_signal(signal.SIGTERM)  # batch 1 has written its files and is about to commit
         time.sleep(2)
         assert job.poll() is None, "the job waits for the batch in progress"
         release.touch()
-        job.wait(120)
     finally:
-        if job.poll() is None:
-            job.kill()
-    out = log.read_text()
+        out = finish(job, log, 120)
     assert job.returncode == 0, out[-3000:]
     assert "SIGTERM: stopping after the current batch commits" in out
     (stopped,) = [line for line in out.splitlines() if line.startswith("icesink: stopped by")]
@@ -83,21 +73,16 @@ def test_a_second_signal_aborts_at_once_and_the_restart_adds_nothing_twice(
     create_topics(topic)
     ledger = Ledger()
     ledger.good(topic, 80)
-    release = tmp_path / "release"
-    env = {faults.PAUSE_ENV: "before-table-commit:0", faults.PAUSE_FILE_ENV: str(release)}
+    env, release = pause_env(tmp_path, "before-table-commit", 0)
     table, log = scenario.table("fares"), tmp_path / "job.log"
     job = start_cli(scenario.write_config(tmp_path / "job.yaml", **STREAMING), log, env=env)
     try:
-        reached = Path(f"{release}.reached")
-        wait_until(reached.exists, 300, lambda: f"batch 0 to pause:\n{log.read_text()[-3000:]}", interval=0.3)
+        paused(release, job, log)
         job.send_signal(signal.SIGINT)
         time.sleep(1.5)  # later than the same stop reaching the driver's JVM
         job.send_signal(signal.SIGINT)
-        job.wait(60)
     finally:
-        if job.poll() is None:
-            job.kill()
-    out = log.read_text()
+        out = finish(job, log, 60)
     assert job.returncode == 128 + signal.SIGINT, out[-3000:]
     assert "SIGINT again: aborting now" in out
     assert snapshots(spark, table) == [], "batch 0 never committed"
@@ -127,11 +112,8 @@ def test_sigterm_to_spark_submit_stops_the_job_between_batches(
     try:
         holds_all(spark, table, topic, job, log)
         job.send_signal(signal.SIGTERM)
-        job.wait(120)
     finally:
-        if job.poll() is None:
-            job.kill()
-    text = log.read_text()
+        text = finish(job, log, 120)
     assert job.returncode == 0, text[-3000:]
     assert "SIGTERM: stopping after the current batch commits" in text
     assert "icesink: stopped by SIGTERM; the last committed batch is 0:" in text

@@ -143,10 +143,6 @@ class BatchHandler:
             except Exception as e:
                 attempt += 1
                 wait = retries.backoff_seconds(attempt)
-                if self.stopping.is_set() and retries.is_transient(e):
-                    raise BatchAbandonedError(
-                        f"batch {batch_id}: abandoned while waiting out {retries.brief(e)}; the job is stopping"
-                    ) from e
                 if not retries.is_transient(e) or time.monotonic() + wait > deadline:
                     if retries.is_transient(e):
                         log.error("batch %d: still failing after %d s: %s", batch_id, limit, retries.brief(e))

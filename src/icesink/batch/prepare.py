@@ -27,10 +27,6 @@ def ready_tables(ctx: BatchContext, work: list[TableWork]) -> list[TableWork]:
             continue
         todo.append(w)
 
-    # Once, before the tables are created side by side.
-    for namespace in sorted({w.plan.table.namespace for w in todo if w.table is None}):
-        ctx.catalog.ensure_namespace(namespace)
-
     def ready(w: TableWork) -> TableWork:
         table = _created(ctx, w) if w.table is None else _evolved(ctx, w, w.table)
         return replace(w, table=table, target=ctx.catalog.spark_schema(table))

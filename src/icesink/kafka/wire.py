@@ -20,6 +20,11 @@ class WireFormatError(ValueError):
     """The bytes are not in the Confluent wire format."""
 
 
+def id_key(schema_id: int) -> bytes:
+    """The frame key of an integer schema id (0x00 + 4 bytes), as `schema_ref` reads it back."""
+    return bytes([MAGIC]) + struct.pack(">I", schema_id)
+
+
 def schema_ref(key: bytes) -> int | str:
     """The schema a frame key names: an integer id (0x00 + 4 bytes) or a GUID (0x01 + 16 bytes)."""
     if len(key) == HEADER_SIZE and key[0] == MAGIC:

@@ -223,7 +223,7 @@ class AvroDecoder:
             latest = self._registry.latest_id(f"{topic}-{suffix}")
             if latest is None:
                 return None
-            keys.append(bytes([wire.MAGIC]) + latest.to_bytes(4, "big"))
+            keys.append(wire.id_key(latest))
         return sorted(set(keys)) if keys else None
 
     def pending(self, planned: Any) -> Column:
