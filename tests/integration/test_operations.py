@@ -21,6 +21,7 @@ from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.endpoints import KAFKA, REPO
 from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
 from dev.kit.scenario import Scenario
+from icesink.config import S3Config
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
 from icesink.model import TopicPartition
@@ -161,7 +162,7 @@ def test_lost_checkpoint_reset_from_tables_then_run(spark: SparkSession, scenari
     dry = cli("offsets", "reset", "-c", str(config), "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert "dry run: nothing changed" in dry.stderr
-    assert not checkpoints.starting_file(str(scenario.checkpoint)).exists()
+    assert checkpoints.read_starting(str(scenario.checkpoint), S3Config()) is None
 
     reset = cli("offsets", "reset", "-c", str(config), "--json")
     plan = {(r["topic"], r["partition"]): r["start"] for r in as_json(reset)}
@@ -175,7 +176,7 @@ def test_lost_checkpoint_reset_from_tables_then_run(spark: SparkSession, scenari
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "starting from the offsets of `icesink offsets reset`" in resumed.stderr
     assert sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect()) == list(range(350))
-    assert not checkpoints.starting_file(str(scenario.checkpoint)).exists(), "retired after the first batch"
+    assert checkpoints.read_starting(str(scenario.checkpoint), S3Config()) is None, "retired after the first batch"
     assert list(scenario.checkpoint.parent.glob("checkpoint.starting-offsets.json.applied-*"))
 
 

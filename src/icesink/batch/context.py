@@ -36,14 +36,7 @@ class BatchContext:
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
-        access, secret = config.s3.resolved_keys()
-        storage = StorageSettings(
-            endpoint=config.s3.endpoint,
-            region=config.s3.region,
-            path_style_access=config.s3.path_style_access,
-            access_key_id=access,
-            secret_access_key=secret,
-        )
+        storage = StorageSettings.of(config.s3)
         return cls(
             spark=spark,
             config=config,

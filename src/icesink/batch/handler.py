@@ -21,16 +21,15 @@ from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_de
 from icesink.batch.decode import bad_records
 from icesink.batch.decode.records import decode_tables, guess
 from icesink.batch.new_schemas import second_passes
-from icesink.batch.plan import TablePlan, plan_tables
+from icesink.batch.plan import plan_tables
 from icesink.batch.prepare import ready_tables
 from icesink.batch.ranges import input_ranges
 from icesink.batch.route import route_batch
-from icesink.batch.work import Planned
+from icesink.batch.sources import table_sources
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
 from icesink.errors import BatchAbandonedError
 from icesink.iceberg.commit import CommitResult
-from icesink.iceberg.jvm import JavaObject
 from icesink.model import TableRef, TopicPartition
 from icesink.runtime import faults, retries
 from icesink.runtime.timings import BatchTimings, SparkJobs
@@ -91,7 +90,8 @@ class BatchHandler:
            Spark's Kafka source (no scan); route each topic to its tables by the routing rules
            (field-routed topics: decode the field once and route each record); read each table's
            committed offsets; records below them are already in the table and are dropped
-           (replays, lost checkpoints, resets);
+           (replays, lost checkpoints, resets); a table that takes only some of the batch's
+           topic-partitions reads just its own offset ranges from Kafka (sources.py);
         2. decode (decode/records.py): per table, with a guess when the table exists (Avro: the
            writer schemas its topics carried last time; JSON: the table's columns), else after a
            look at the records (registry ids, inferred JSON types), parse every record with the
@@ -101,7 +101,7 @@ class BatchHandler:
         3. prepare (prepare.py): create missing tables (format v2) and evolve their schemas, each
            change its own metadata commit, idempotently;
         4. write (write.py, files.py, new_schemas.py, dead_letters.py): executors write Parquet data
-           (and equality-delete) files, for every table and the dead letters, and return
+           (and equality-delete) files, every table's in one Spark job, then the dead letters, and return
            descriptors with the files' footers, never rows; pending records get a second pass
            (the table evolved first) whose files join the first pass's;
         5. commit (commit.py): the dead-letter table first, then ONE snapshot per table (an append,
@@ -192,13 +192,17 @@ class BatchHandler:
         targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref)
         persisted.extend(targets.persisted)
         plans = plan_tables(ctx, targets.ranges)
-        guesses = [guess(ctx, plan, table) for plan, table in plans]
-        if not field_routed and _read_more_than_once(ctx, plans, guesses):
-            # Nothing has read the batch yet: every read below takes it from the cache.
-            persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))
+        todo = []
+        for plan, table in plans:
+            if plan.has_new_records:
+                todo.append((plan, table, guess(ctx, plan, table)))
+            else:
+                log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+        sources = table_sources(ctx, targets, len(ranges), [(p, g) for p, _, g in todo], cached=field_routed)
+        persisted.extend(sources.persisted)
         timings.lap("plan")
         # 2. decode
-        work = decode_tables(ctx, targets, plans, guesses, batch_id)
+        work = decode_tables(ctx, sources.records, todo)
         timings.lap("decode")
         query_id = self._query_id()
         unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
@@ -230,20 +234,3 @@ class BatchHandler:
         commit_group(ctx.group_progress, ranges, batch_id)
         timings.lap("group")
         timings.records = sum(r.records for r in ranges)
-
-
-def _read_more_than_once(
-    ctx: BatchContext, plans: list[tuple[TablePlan, JavaObject | None]], guesses: list[Planned]
-) -> bool:
-    """Whether the batch's records are read more than once in the common case: then they are cached
-    (in memory, spilling to disk) on the first read instead of read from Kafka again. Once is the
-    rule for one table decoded in one pass (a guess for each side whose decoder would scan)."""
-    todo = [(plan, planned) for (plan, _), planned in zip(plans, guesses, strict=True) if plan.has_new_records]
-    if len(todo) > 1:
-        return True
-    for _, planned in todo:
-        if planned.values is None and ctx.decoder.scans:
-            return True
-        if ctx.key_decoder is not None and planned.keys is None and ctx.key_decoder.scans:
-            return True
-    return False

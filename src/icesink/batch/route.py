@@ -33,6 +33,7 @@ class Targets:
     ranges: dict[TableRef, list[PartitionRange]] = field(default_factory=dict)
     conditions: dict[TableRef, Column] = field(default_factory=dict)  # which records of `source` each table takes
     unrouted: list[tuple[str, DataFrame]] = field(default_factory=list)  # (topic, records with ERROR) to dead-letter
+    topic_routed: set[TableRef] = field(default_factory=set)  # tables that take whole topics only (no field routing)
     persisted: list[DataFrame] = field(default_factory=list)
 
 
@@ -61,6 +62,7 @@ def route_batch(
             .withColumn(ROUTE_ERROR, F.lit(None).cast(ERROR_TYPE))
         )
     targets = Targets(source=batch)
+    by_field: set[TableRef] = set()  # tables that take records of a field-routed topic
     for topic in fixed:
         for ref in router.route(topic).tables:
             parts[ref].append(F.col("topic") == topic)
@@ -74,11 +76,13 @@ def route_batch(
         taken, refused = _taken(routed, route, exists, reserved)
         for ref, vs in taken.items():
             parts[ref].append((F.col("topic") == topic) & F.col(ROUTE).isin(vs))
+            by_field.add(ref)
             table_ranges[ref].extend(by_topic[topic])
         accepted = sorted({v for vs in taken.values() for v in vs})
         targets.unrouted.append((topic, _unrouted(routed, route, accepted, refused)))
     targets.source = reduce(lambda a, b: a.unionByName(b), frames) if frames else batch
     targets.ranges = dict(table_ranges)
+    targets.topic_routed = set(table_ranges) - by_field
     targets.conditions = {ref: reduce(lambda a, b: a | b, cs) for ref, cs in parts.items()}
     return targets
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import pyarrow.fs as pafs
 
+from icesink.config import S3Config
+
 
 @dataclass(frozen=True)
 class StorageSettings:
@@ -16,6 +18,12 @@ class StorageSettings:
     path_style_access: bool = True
     access_key_id: str | None = field(default=None, repr=False)
     secret_access_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, s3: S3Config) -> StorageSettings:
+        """The settings of the config's `s3` section (keys from it or the environment)."""
+        access, secret = s3.resolved_keys()
+        return cls(s3.endpoint, s3.region, s3.path_style_access, access, secret)
 
     def filesystem_for(self, uri: str) -> tuple[pafs.FileSystem, str]:
         """The pyarrow filesystem and in-filesystem path of `uri` (s3://, s3a://, file:// or a local path)."""

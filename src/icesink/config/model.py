@@ -35,7 +35,8 @@ class TriggerConfig(Section):
 class JobConfig(Section):
     name: str = Field("icesink", description="Spark application and streaming query name")
     checkpoint_location: str = Field(
-        description="Spark checkpoint folder (local path or URI); the tables stay the source of truth"
+        description="Spark checkpoint folder: a local path, or s3a://bucket/path on the tables' S3 (the s3 "
+        "section's settings); the tables stay the source of truth"
     )
     trigger: TriggerConfig = Field(default_factory=TriggerConfig)
     table_parallelism: int = Field(

@@ -15,28 +15,11 @@ from icesink.errors import BatchAbandonedError
 from icesink.job import metrics, starting
 from icesink.job.stopping import StopSignals
 from icesink.kafka import admin
+from icesink.kafka.source import stream_options
 from icesink.ops import checkpoints
 from icesink.ops import reset as reset_plan
 
 log = logging.getLogger(__name__)
-
-
-def kafka_options(config: Config) -> dict[str, str]:
-    k = config.kafka
-    opts = {
-        "kafka.bootstrap.servers": k.bootstrap_servers,
-        "subscribePattern": k.subscribe_pattern,
-        "startingOffsets": starting.spark_value(config),
-        "failOnDataLoss": str(k.fail_on_data_loss).lower(),
-        "includeHeaders": "true",
-        "kafka.isolation.level": k.isolation_level,
-        # New daily topics are found on a metadata refresh; Kafka's default waits 5 minutes.
-        "kafka.metadata.max.age.ms": str(k.metadata_max_age_ms),
-    }
-    if k.max_offsets_per_trigger:
-        opts["maxOffsetsPerTrigger"] = str(k.max_offsets_per_trigger)
-    opts.update(k.options)
-    return opts
 
 
 class Job:
@@ -63,17 +46,20 @@ class Job:
         tables` the tables' offsets; None when Spark's own option applies."""
         location = self.config.job.checkpoint_location
         fresh = not starting.has_progress(self.spark, location)
-        saved = checkpoints.read_starting(location)
+        s3 = self.config.s3
+        saved = checkpoints.read_starting(location, s3)
         if saved is not None:
             if not fresh:
-                checkpoints.mark_applied(location)  # left over from a run that already started from it
+                checkpoints.mark_applied(location, s3)  # left over from a run that already started from it
                 return None
             current = sorted(admin.subscribed(self.config))
             offsets = reset_plan.complete(reset_plan.parse_spark_json(saved), current)
-            log.info("starting from the offsets of `icesink offsets reset` (%s)", checkpoints.starting_file(location))
+            log.info(
+                "starting from the offsets of `icesink offsets reset` (%s)", checkpoints.starting_file(location, s3).uri
+            )
             # Once a batch is planned Spark keeps the offsets in its checkpoint; the file is then
             # retired, so a later fresh checkpoint does not start from it again.
-            self.handler.after_batch = lambda: checkpoints.mark_applied(location)
+            self.handler.after_batch = lambda: checkpoints.mark_applied(location, s3)
             return reset_plan.ResetPlan(reset_plan.Mode.FROM_TABLES, offsets).spark_json()
         if not fresh or self.config.kafka.starting_offsets != "tables":
             return None
@@ -82,7 +68,7 @@ class Job:
 
     def start(self) -> StreamingQuery:
         source = self.spark.readStream.format("kafka")
-        options = kafka_options(self.config)
+        options = stream_options(self.config, starting.spark_value(self.config))
         start_at = self._starting_offsets()
         if start_at is not None:
             options["startingOffsets"] = start_at

@@ -33,6 +33,11 @@ _DEFAULTS = {
     "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
     "spark.ui.prometheus.enabled": "true",
     "spark.sql.streaming.metricsEnabled": "true",
+    # The only join icesink plans (changes ordered across batches against the rows a table holds)
+    # has nothing to prune, and pruning would trace its key back through every alias of the
+    # decode (a Connect envelope: thousands of expressions, rewritten at each level) until the
+    # driver's memory is gone. The tables' writes run as one job, so it is off for the session.
+    "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
 }
 
 
@@ -65,6 +70,24 @@ def catalog_conf(config: Config) -> dict[str, str]:
     return out
 
 
+def s3a_conf(config: Config) -> dict[str, str]:
+    """Hadoop's S3A file system (an `s3a://` checkpoint) on the same S3 as the tables: derived from
+    the one `s3` section. Keys only when the config names them; else S3A's own chain finds them in
+    the environment, as PyIceberg and the executors' writer do. Spark redacts `*.secret.key`."""
+    s3 = config.s3
+    out = {
+        "spark.hadoop.fs.s3a.endpoint.region": s3.region,
+        "spark.hadoop.fs.s3a.path.style.access": str(s3.path_style_access).lower(),
+    }
+    if s3.endpoint:
+        out["spark.hadoop.fs.s3a.endpoint"] = s3.endpoint
+        out["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(s3.endpoint.startswith("https://")).lower()
+    if s3.access_key_id and s3.secret_access_key:
+        out["spark.hadoop.fs.s3a.access.key"] = s3.access_key_id.get_secret_value()
+        out["spark.hadoop.fs.s3a.secret.key"] = s3.secret_access_key.get_secret_value()
+    return out
+
+
 def extra_jars(config: Config) -> list[str]:
     folder = config.spark.jars_dir or os.environ.get(JARS_ENV)
     if not folder:
@@ -78,6 +101,7 @@ def extra_jars(config: Config) -> list[str]:
 def session_conf(config: Config) -> dict[str, str]:
     conf = dict(_DEFAULTS)
     conf.update(catalog_conf(config))
+    conf.update(s3a_conf(config))
     jars = extra_jars(config)
     if jars:
         conf["spark.jars"] = ",".join(jars)

@@ -154,7 +154,7 @@ def _apply(config: Config, catalog: Any, plan: reset_plan.ResetPlan, held: Mappi
     from icesink.iceberg import pyiceberg
 
     location = config.job.checkpoint_location
-    checkpoints.ensure_local(location)  # before anything changes
+    checkpoints.ensure_supported(location, config.s3)  # before anything changes
     by_table: dict[TableRef, list[reset_plan.Rewind]] = {}
     for rw in plan.rewinds:
         by_table.setdefault(rw.table, []).append(rw)
@@ -169,8 +169,8 @@ def _apply(config: Config, catalog: Any, plan: reset_plan.ResetPlan, held: Mappi
         }
         snapshot = pyiceberg.commit_rewind(table, plan.lowered(ref, held[ref]), audit)
         print(f"table {ref}: offsets lowered in snapshot {snapshot} (audit in {pyiceberg.REWIND_KEY})", file=sys.stderr)
-    moved = checkpoints.move_aside(location)
+    moved = checkpoints.move_aside(location, config.s3)
     if moved is not None:
         print(f"checkpoint {location} moved to {moved}", file=sys.stderr)
-    written = checkpoints.write_starting(location, plan.spark_json())
+    written = checkpoints.write_starting(location, plan.spark_json(), config.s3)
     print(f"starting offsets written to {written}; the next `icesink run` starts there", file=sys.stderr)

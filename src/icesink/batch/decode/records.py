@@ -10,6 +10,7 @@ schemas of the batch); the parse itself is lazy: Spark expressions the write ste
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -21,8 +22,7 @@ from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import ERROR, ROW, Inspected, is_pending, no_error, pending
 from icesink.batch.decode.keys import KEY_ERROR, KEY_ROW, decode_keys, string_keys
-from icesink.batch.plan import TablePlan, keep_condition
-from icesink.batch.route import Targets
+from icesink.batch.plan import TablePlan
 from icesink.batch.seen_schemas import with_schema_refs
 from icesink.batch.shape import FlatColumn
 from icesink.batch.work import Planned, TableWork, partition_fields
@@ -36,21 +36,14 @@ log = logging.getLogger(__name__)
 
 
 def decode_tables(
-    ctx: BatchContext, targets: Targets, plans: list[tuple[TablePlan, JavaObject | None]],
-    guesses: list[Planned], batch_id: int,
+    ctx: BatchContext, records: Mapping[TableRef, DataFrame],
+    todo: list[tuple[TablePlan, JavaObject | None, Planned]],
 ) -> list[TableWork]:  # fmt: skip
-    """Each planned table's records decoded (with its `guess`), but for tables that already hold all of them."""
-    todo = []
-    for (plan, table), planned in zip(plans, guesses, strict=True):
-        if plan.has_new_records:
-            todo.append((plan, table, planned))
-        else:
-            log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+    """Each table's `records` (those it does not hold yet) decoded with its guess."""
 
     def decode(item: tuple[TablePlan, JavaObject | None, Planned]) -> TableWork:
         plan, table, planned = item
-        records = targets.source.where(targets.conditions[plan.table]).where(keep_condition(plan.keep_from))
-        return decode_table(ctx, records, plan, table, planned)
+        return decode_table(ctx, records[plan.table], plan, table, planned)
 
     return ctx.tables.map(todo, decode)
 
