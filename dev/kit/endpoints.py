@@ -11,3 +11,7 @@ KAFKA = os.environ.get("ICESINK_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 CATALOG_URI = os.environ.get("ICESINK_CATALOG_URI", "http://127.0.0.1:8181")
 S3_ENDPOINT = os.environ.get("ICESINK_S3_ENDPOINT", "http://127.0.0.1:7070")
 REGISTRY_URL = os.environ.get("ICESINK_REGISTRY_URL", "http://127.0.0.1:8081/apis/ccompat/v7")
+SPARK_MASTER = os.environ.get("ICESINK_SPARK_MASTER", "spark://127.0.0.1:7077")
+SPARK_MASTER_UI = os.environ.get("ICESINK_SPARK_MASTER_UI", "http://127.0.0.1:8090")
+# Where the cluster's workers keep each application's folders (dev/stack's start_spark).
+SPARK_WORK = Path(os.environ.get("ICESINK_SPARK_WORK", Path.home() / ".cache/icesink/stack/data/spark/work"))

@@ -228,13 +228,28 @@ def submit(*args: str) -> str:
             ["spark.kubernetes"],
         ),
         (
-            ["--master", "spark://m:7077", "--deploy-mode", "cluster", "--config", "conf/compose.yaml"],
-            ["--deploy-mode cluster", "--files conf/log4j2.properties,conf/compose.yaml", "run --config compose.yaml"],
+            ["--master", "spark://m:7077", "--config", "conf/compose.yaml"],
+            ["--deploy-mode client", "--py-files dist/icesink-", "run --config conf/compose.yaml"],
             ["spark.pyspark.python"],
         ),
         (
-            ["--master", "k8s://https://k:6443", "--deploy-mode", "cluster", "--image", "icesink:0.1.0"],
-            ["spark.kubernetes.container.image=icesink:0.1.0", "local:///opt/icesink/main.py"],
+            [
+                "--master",
+                "k8s://https://k:6443",
+                "--deploy-mode",
+                "cluster",
+                "--image",
+                "icesink:0.1.0",
+                "--config",
+                "conf/compose.yaml",
+            ],
+            [
+                "spark.kubernetes.container.image=icesink:0.1.0",
+                "local:///opt/icesink/main.py",
+                "--deploy-mode cluster",
+                "--files conf/log4j2.properties,conf/compose.yaml",
+                "run --config compose.yaml",
+            ],
             ["--py-files"],
         ),
     ],
@@ -242,6 +257,7 @@ def submit(*args: str) -> str:
 def test_submit_builds_the_command_for_each_master(args: list[str], expected: list[str], absent: list[str]) -> None:
     cmd = submit(*args)
     assert "--packages org.apache.iceberg:iceberg-spark-runtime-" in cmd
+    assert "--exclude-packages software.amazon.awssdk:bundle" in cmd
     assert "--properties-file conf/spark-defaults.conf" in cmd
     for e in expected:
         assert e in cmd, cmd
@@ -254,6 +270,7 @@ def test_submit_refuses_what_cannot_work() -> None:
     for args, message in [
         (["--master", "k8s://https://k:6443"], "needs --image"),
         (["--deploy-mode", "cluster"], "local masters run in client mode"),
+        (["--master", "spark://m:7077", "--deploy-mode", "cluster"], "cannot run a Python driver in cluster mode"),
         (["--config", "nope.yaml"], "no config file nope.yaml"),
     ]:
         out = subprocess.run(

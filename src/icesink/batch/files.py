@@ -288,6 +288,7 @@ def map_in_arrow_fn(task: WriteTask):  # type: ignore[no-untyped-def]
         files = write_files(task, batches, pid)
         if files:
             faults.maybe_kill_worker("executor-write", task.batch_id)
+            faults.maybe_kill_executor("executor-lost", task.batch_id)
         yield from descriptor_batches(files)
 
     return run

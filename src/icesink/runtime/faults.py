@@ -5,9 +5,14 @@ ICESINK_FAULT_INJECT=<point>:<batch id> kills the job with SIGKILL at that point
 the worst moments for exactly-once:
   after-commit        every table is committed, Spark has not written its commit log;
   after-dead-letters  the dead-letter table is committed, the data tables are not;
-  mid-write           some tables' files are written, others not, nothing is committed;
+  mid-write           a batch of several tables: every table's files are written, nothing is
+                      committed (not even the dead letters);
   executor-write      a Python worker dies after writing its files, before reporting them
-                      (only the worker is killed: Spark fails the task, and the batch).
+                      (only the worker is killed: Spark fails the task, and the batch);
+  executor-lost       on a cluster: the executor JVM running the write dies (SIGKILL) after the
+                      task wrote its files, before reporting them; Spark runs the task again
+                      on another executor (the executors must see the variables:
+                      spark.executorEnv.*).
 The driver kills its JVM first, then itself, as a machine loss would. With
 ICESINK_FAULT_ONCE=<path>, a kill happens only while <path> does not exist and creates it, so a
 restarted job (or Spark's retry of the task) runs on.
@@ -70,6 +75,25 @@ def maybe_kill_worker(point: str, batch_id: int) -> None:
     """In a Python worker: kill only this process."""
     if armed(point, batch_id):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_kill_executor(point: str, batch_id: int) -> None:
+    """In a Python worker on a cluster: kill the executor JVM that runs it (the nearest `java`
+    among its ancestors; never in local mode, where that JVM is the driver's)."""
+    if not armed(point, batch_id):
+        return
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        name, ppid = stat[stat.index("(") + 1 : stat.rindex(")")], int(stat[stat.rindex(")") + 2 :].split()[1])
+        if name == "java":
+            with open(f"/proc/{pid}/cmdline") as f:
+                if "CoarseGrainedExecutorBackend" not in f.read():
+                    raise RuntimeError("fault injection: executor-lost needs a cluster's executor JVM")
+            os.kill(pid, signal.SIGKILL)
+            return
+        pid = ppid
 
 
 def maybe_pause(point: str, batch_id: int) -> None:
