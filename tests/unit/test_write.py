@@ -51,7 +51,7 @@ def ranges() -> list[PartitionRange]:
 
 def test_a_spark_failure_names_the_table_offsets_and_the_python_cause() -> None:
     plan = plan_table(T, ranges(), {})
-    err = write_failed([plan], ranges(), 42, Py4JJavaError(SPARK_TRACE))
+    err = write_failed(plan, ranges(), 42, Py4JJavaError(SPARK_TRACE))
     assert isinstance(err, WriteError)
     msg = str(err)
     assert msg.startswith("batch 42: writing table ns.accounts failed (")
@@ -68,36 +68,23 @@ def test_a_spark_failure_names_the_table_offsets_and_the_python_cause() -> None:
 
 def test_a_plain_exception_gives_its_type_and_first_line() -> None:
     plan = plan_table(T, ranges(), {})
-    msg = str(write_failed([plan], ranges(), 3, RuntimeError("boom")))
+    msg = str(write_failed(plan, ranges(), 3, RuntimeError("boom")))
     assert "writing table ns.accounts failed (db.accounts[0] offsets 100-149, db.accounts[2] offsets 7-7)" in msg
     assert "): RuntimeError: boom. Nothing of this batch was committed" in msg
-    multi = str(write_failed([plan], ranges(), 3, OSError("disk full\nmore detail")))
+    multi = str(write_failed(plan, ranges(), 3, OSError("disk full\nmore detail")))
     assert "OSError: disk full. Nothing" in multi
-    empty = str(write_failed([plan], ranges(), 3, RuntimeError()))
+    empty = str(write_failed(plan, ranges(), 3, RuntimeError()))
     assert "): RuntimeError: . Nothing" in empty
 
 
 def test_only_the_tables_own_topic_partitions_are_named() -> None:
     other = PartitionRange(TP("db.orders", 0), 5, 9, 5)
     plan = plan_table(T, ranges(), {})  # the table's topics only
-    msg = str(write_failed([plan], [*ranges(), other], 1, RuntimeError("boom")))
+    msg = str(write_failed(plan, [*ranges(), other], 1, RuntimeError("boom")))
     assert "db.orders" not in msg
     assert "db.accounts[0] offsets 100-149" in msg
     none = plan_table(T, [], {})
-    assert "(no records)" in str(write_failed([none], ranges(), 1, RuntimeError("boom")))
-
-
-def test_tables_written_together_name_the_one_the_error_names_else_all() -> None:
-    accounts = plan_table(T, ranges(), {})
-    other = PartitionRange(TP("db.accountsx", 0), 5, 9, 5)
-    accountsx = plan_table(TableRef("ns", "accountsx"), [other], {})
-    both = [accounts, accountsx]
-    cause = RuntimeError("RequiredColumnError: table ns.accountsx: 2 row(s) have no value for required column id")
-    msg = str(write_failed(both, [*ranges(), other], 7, cause))
-    assert msg.startswith("batch 7: writing table ns.accountsx failed (db.accountsx[0] offsets 5-9): ")
-    unknown = str(write_failed(both, [*ranges(), other], 7, RuntimeError("Connection refused")))
-    assert "writing one of tables ns.accounts, ns.accountsx failed (" in unknown
-    assert "db.accounts[0] offsets 100-149, db.accounts[2] offsets 7-7, db.accountsx[0] offsets 5-9" in unknown
+    assert "(no records)" in str(write_failed(none, ranges(), 1, RuntimeError("boom")))
 
 
 # PySpark 4 turns the JVM's failure into pyspark.errors.exceptions.captured.PythonException, whose
@@ -121,12 +108,12 @@ class PythonException(Exception):  # noqa: N818 (named as PySpark names it)
 
 
 def test_pyspark_4s_captured_python_exception() -> None:
-    msg = str(write_failed([plan_table(T, ranges(), {})], ranges(), 5, PythonException(CAPTURED)))
+    msg = str(write_failed(plan_table(T, ranges(), {}), ranges(), 5, PythonException(CAPTURED)))
     assert "failed (db.accounts[0] offsets 100-149, db.accounts[2] offsets 7-7): RequiredColumnError: table ns" in msg
     assert "required column id (a key column). Nothing of this batch was committed" in msg
     with_jvm = CAPTURED + "\n\nJVM stacktrace:\norg.apache.spark.SparkException: Job aborted\n" + SPARK_TRACE
     assert "ValueError: Casting field 'id'" in str(
-        write_failed([plan_table(T, ranges(), {})], ranges(), 5, PythonException(with_jvm))
+        write_failed(plan_table(T, ranges(), {}), ranges(), 5, PythonException(with_jvm))
     )
 
 
@@ -137,17 +124,17 @@ def test_the_last_python_exception_line_is_the_cause() -> None:
         'Traceback (most recent call last):\n  File "x.py", line 3, in f\n'
         "OSError: When uploading part for key 'ns/accounts/data/x.parquet': AWS Error SLOW_DOWN\n"
     )
-    msg = str(write_failed([plan_table(T, ranges(), {})], ranges(), 1, PythonException(text)))
+    msg = str(write_failed(plan_table(T, ranges(), {}), ranges(), 1, PythonException(text)))
     assert "): OSError: When uploading part for key 'ns/accounts/data/x.parquet': AWS Error SLOW_DOWN. Nothing" in msg
 
 
 def test_a_pyarrow_arrow_invalid_is_the_cause() -> None:
     last = CAPTURED.strip().splitlines()[-1]
     text = CAPTURED.replace(last, "pyarrow.lib.ArrowInvalid: Rescaling Decimal value would cause data loss")
-    msg = str(write_failed([plan_table(T, ranges(), {})], ranges(), 1, PythonException(text)))
+    msg = str(write_failed(plan_table(T, ranges(), {}), ranges(), 1, PythonException(text)))
     assert "ArrowInvalid: Rescaling Decimal value would cause data loss" in msg
 
 
 def test_a_long_cause_is_cut_to_500_characters() -> None:
-    msg = str(write_failed([plan_table(T, ranges(), {})], ranges(), 1, RuntimeError("x" * 5000)))
+    msg = str(write_failed(plan_table(T, ranges(), {}), ranges(), 1, RuntimeError("x" * 5000)))
     assert "RuntimeError: " + "x" * 486 + ". Nothing" in msg  # 500 characters of cause

@@ -101,7 +101,7 @@ class BatchHandler:
         3. prepare (prepare.py): create missing tables (format v2) and evolve their schemas, each
            change its own metadata commit, idempotently;
         4. write (write.py, files.py, new_schemas.py, dead_letters.py): executors write Parquet data
-           (and equality-delete) files, every table's in one Spark job, then the dead letters, and return
+           (and equality-delete) files, for every table and the dead letters, and return
            descriptors with the files' footers, never rows; pending records get a second pass
            (the table evolved first) whose files join the first pass's;
         5. commit (commit.py): the dead-letter table first, then ONE snapshot per table (an append,

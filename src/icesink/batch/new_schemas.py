@@ -72,7 +72,7 @@ def _second_pass(
     try:
         second = write_table(ctx, ready, batch_id, query_id)
     except Exception as e:
-        raise write_failed([work.plan], ranges, batch_id, e) from e
+        raise write_failed(work.plan, ranges, batch_id, e) from e
     if replace:
         return Written(ready, second.files, second.bad, 0, second.refs, second.passes)
     bad = None if first.bad is None or second.bad is None else first.bad + second.bad

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 
 from pyarrow import schema as pa_schema
@@ -50,62 +49,25 @@ class Written:
 def write_tables(
     ctx: BatchContext, ready: list[TableWork], ranges: list[PartitionRange], batch_id: int, query_id: str
 ) -> list[Written]:
-    """Every table's files, in ONE Spark job: the tables' write plans are built side by side
-    (job.table_parallelism), then run together, so a batch routed to many tables pays for one
-    job, not one per table. A failure names the table (when the error tells which) and its offsets."""
-    if not ready:  # every table already holds the batch (a replay)
-        return []
-    if len(ready) == 1:
+    """Every table's files, several tables at once (job.table_parallelism); a failure names the
+    table and its offsets."""
+
+    def write(w: TableWork) -> Written:
         try:
-            return [write_table(ctx, ready[0], batch_id, query_id)]
+            return write_table(ctx, w, batch_id, query_id)
         except Exception as e:
-            raise write_failed([ready[0].plan], ranges, batch_id, e) from e
-    passes = ctx.tables.map(ready, lambda w: _write_pass(ctx, w, batch_id, query_id))
-    described = [p.files.withColumn(_TABLE, F.lit(i)) for i, p in enumerate(passes)]
-    try:
-        rows = reduce(lambda a, b: a.unionByName(b), described).collect()
-    except Exception as e:
-        raise write_failed([w.plan for w in ready], ranges, batch_id, e) from e
-    # The worst moment: every table's files are written, nothing is committed.
-    faults.maybe_kill("mid-write", batch_id, ctx.spark)
-    files: list[list[WrittenFile]] = [[] for _ in ready]
-    for row in rows:
-        files[row[_TABLE]].append(written_file(row))
-    return [p.written(f) for p, f in zip(passes, files, strict=True)]
+            raise write_failed(w.plan, ranges, batch_id, e) from e
+
+    def done(i: int) -> None:
+        if len(ready) > 1:  # the worst moment: a table's files are written, others' are not all
+            faults.maybe_kill("mid-write", batch_id, ctx.spark)
+
+    return ctx.tables.map(ready, write, on_done=done)
 
 
 def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -> Written:
     """Writes the table's good rows; the same pass counts its bad and pending records and the
     writer schemas it read."""
-    one = _write_pass(ctx, w, batch_id, query_id)
-    return one.written([written_file(r) for r in one.files.collect()])
-
-
-_TABLE = "__icesink_table"
-
-
-@dataclass(frozen=True)
-class _Pass:
-    """A table's write, planned: its descriptors (one row per file, once run) and what it observes."""
-
-    work: TableWork
-    files: DataFrame
-    counted: Observation
-
-    def written(self, files: list[WrittenFile]) -> Written:
-        """What the pass wrote, once its Spark job ran."""
-        seen = observed(self.counted)
-        return Written(
-            self.work,
-            files,
-            bad=None if seen is None else int(seen["bad"]),
-            pending=None if seen is None else int(seen["pending"]),
-            refs=list(seen.get("refs") or []) if seen is not None else [],
-            passes=(self.work.parsed,),
-        )
-
-
-def _write_pass(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -> _Pass:
     counted = Observation()
     err = F.col(ERROR)
     metrics = [
@@ -117,13 +79,22 @@ def _write_pass(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -
     )
     if refs:
         metrics.append(observed_refs().alias("refs"))
-    return _Pass(w, _described_good(ctx, w, w.parsed.observe(counted, *metrics), batch_id, query_id), counted)
+    files = _write_good(ctx, w, w.parsed.observe(counted, *metrics), batch_id, query_id)
+    seen = observed(counted)
+    return Written(
+        w,
+        files,
+        bad=None if seen is None else int(seen["bad"]),
+        pending=None if seen is None else int(seen["pending"]),
+        refs=list(seen.get("refs") or []) if seen is not None else [],
+        passes=(w.parsed,),
+    )
 
 
-def _described_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: int, query_id: str) -> DataFrame:
+def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: int, query_id: str) -> list[WrittenFile]:
     assert w.table is not None  # the prepare step created it
     if w.changes is None:
-        return described(ctx, good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
+        return write_rows(ctx, good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
     columns = w.target.fieldNames()
     good = parsed.where(F.col(ERROR).isNull()).select(
         *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
@@ -131,11 +102,11 @@ def _described_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id
     last = changes.last_change_per_key(good, w.changes, columns)
     held = _held_order(ctx, w)
     if held is None:
-        return described(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
+        return write_rows(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
     # The batch's own session plans the join (Spark runs each micro-batch in a clone of the job's
     # session, with dynamic partition pruning off: see job/session.py).
     last = changes.skip_older(last, held, w.changes)
-    return described(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
+    return write_rows(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
 
 
 def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
@@ -157,17 +128,9 @@ def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
 
 def write_rows(
     ctx: BatchContext, rows: DataFrame, table: JavaObject, ref: TableRef, batch_id: int, query_id: str,
-) -> list[WrittenFile]:  # fmt: skip
-    """Writes `rows` (the table's columns) as files."""
-    return [written_file(r) for r in described(ctx, rows, table, ref, batch_id, query_id).collect()]
-
-
-def described(
-    ctx: BatchContext, rows: DataFrame, table: JavaObject, ref: TableRef, batch_id: int, query_id: str,
     keys: tuple[str, ...] = (),
-) -> DataFrame:  # fmt: skip
-    """`rows` (the table's columns; with `keys`, also the change operation) written as files when
-    the frame runs: one descriptor row (DESCRIPTOR_DDL) per file."""
+) -> list[WrittenFile]:  # fmt: skip
+    """Writes `rows` (the table's columns; with `keys`, also the change operation) as files."""
     schema = ctx.catalog.spark_schema(table)
     # Columns in the table's order; columns another writer added since decoding stay null.
     have = set(rows.columns)
@@ -191,7 +154,7 @@ def described(
         partition_columns=len(parts),
         delete_schema=pa_schema([arrow_schema.field(k) for k in keys]) if keys else None,
     )
-    return rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL)
+    return [written_file(r) for r in rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL).collect()]
 
 
 def _partition_values(ctx: BatchContext, table: JavaObject, schema: StructType) -> list[Column]:
@@ -251,29 +214,19 @@ def observed(observation: Observation, wait_s: float = 10.0) -> dict[str, Any] |
 _CAUSE = re.compile(r"^(?:: )?(?:[\w.]+\.)?(\w+(?:Error|Exception|Invalid): .+)$", re.MULTILINE)
 
 
-def write_failed(plans: list[TablePlan], ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
-    """The error that ends a batch whose write failed on an executor: the table (of `plans`, those
-    written together; the one the error names, when it names one), its topic-partitions and
-    offsets, the cause in one line (not a JVM stack trace) and what to do."""
-    text = str(e)
-    named = [p for p in plans if re.search(rf"\btable {re.escape(str(p.table))}\b", text)] if len(plans) > 1 else plans
-    failed = named if len(named) == 1 else plans
-    tps = {tp for p in failed for tp in p.batch_tps}
+def write_failed(plan: TablePlan, ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
+    """The error that ends a batch whose write failed on an executor: the table, its topic-partitions
+    and offsets, the cause in one line (not a JVM stack trace) and what to do."""
+    tps = set(plan.batch_tps)
     mine = [r for r in ranges if r.tp in tps]
-    where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in mine[:20]) or "no records"
-    if len(mine) > 20:
-        where += f" and {len(mine) - 20} more topic-partition(s)"
-    if len(failed) == 1:
-        what = f"table {failed[0].table}"
-    else:
-        names = [str(p.table) for p in failed]
-        what = f"one of tables {', '.join(names[:10])}" + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+    where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in mine) or "no records"
+    text = str(e)
     # The innermost exception line that says what went wrong (a Python worker's error comes last).
     found = [m for m in _CAUSE.findall(text) if not m.startswith(("Py4JJavaError", "PythonException"))]
     first = text.strip().splitlines()[0] if text.strip() else ""
     cause = found[-1].strip() if found else f"{type(e).__name__}: {first}"
     return WriteError(
-        f"batch {batch_id}: writing {what} failed ({where}): {cause[:500]}. Nothing of this batch "
+        f"batch {batch_id}: writing table {plan.table} failed ({where}): {cause[:500]}. Nothing of this batch "
         "was committed; the job runs it again on restart. If it fails again the same way, the cause is in "
         "these records or the table: fix it, or route them elsewhere, then restart"
     )

@@ -36,7 +36,7 @@ _DEFAULTS = {
     # The only join icesink plans (changes ordered across batches against the rows a table holds)
     # has nothing to prune, and pruning would trace its key back through every alias of the
     # decode (a Connect envelope: thousands of expressions, rewritten at each level) until the
-    # driver's memory is gone. The tables' writes run as one job, so it is off for the session.
+    # driver's memory is gone. Off for the session: the write plans are run by several threads.
     "spark.sql.optimizer.dynamicPartitionPruning.enabled": "false",
 }
 

@@ -5,8 +5,7 @@ ICESINK_FAULT_INJECT=<point>:<batch id> kills the job with SIGKILL at that point
 the worst moments for exactly-once:
   after-commit        every table is committed, Spark has not written its commit log;
   after-dead-letters  the dead-letter table is committed, the data tables are not;
-  mid-write           a batch of several tables: every table's files are written, nothing is
-                      committed (not even the dead letters);
+  mid-write           some tables' files are written, others not, nothing is committed;
   executor-write      a Python worker dies after writing its files, before reporting them
                       (only the worker is killed: Spark fails the task, and the batch);
   executor-lost       on a cluster: the executor JVM running the write dies (SIGKILL) after the
