@@ -92,7 +92,8 @@ class KafkaConfig(Section):
     )
     options: dict[str, str] = Field(
         default_factory=dict,
-        description="extra source options, e.g. kafka.security.protocol, kafka.sasl.jaas.config",
+        description="extra source options, e.g. kafka.security.protocol, kafka.sasl.jaas.config; they win over "
+        "icesink's defaults (kafka.fetch.max.wait.ms 10: each task reads a known range of records already in the log)",
     )
 
     @field_validator("subscribe_pattern")
