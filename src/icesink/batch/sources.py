@@ -59,7 +59,7 @@ def table_sources(
     shared: list[tuple[TablePlan, Planned]] = []
     for plan, planned in todo:
         mine = own_ranges(plan, targets.ranges[plan.table])
-        if plan.table in targets.topic_routed and len(mine) < batch_tps:
+        if plan.table in targets.topic_routed and 0 < len(mine) < batch_tps:
             # In the batch's own session, as the tables read from the shared batch are.
             frame = read_ranges(targets.source.sparkSession, ctx, mine)
             if reads_twice(ctx, planned):
