@@ -64,14 +64,20 @@ def cluster_config(scenario: Scenario, path: Path, **overrides: object) -> Path:
     return scenario.write_config(path, **{"spark.master": None, "kafka.max_offsets_per_trigger": 1000, **overrides})
 
 
+def produced(scenario: Scenario, name: str, per_partition: tuple[int, int]) -> tuple[str, Ledger]:
+    """A two-partition topic with that many good records in each, and their ledger."""
+    topic = scenario.topic(name)
+    create_topics(topic, partitions=2)
+    ledger = Ledger()
+    for partition, n in enumerate(per_partition):
+        ledger.good(topic, n, partition=partition)
+    return topic, ledger
+
+
 def test_the_job_runs_on_the_cluster_with_its_wheel_shipped(
     cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
-    topic = scenario.topic("rides.20240401")
-    create_topics(topic, partitions=2)
-    ledger = Ledger()
-    ledger.good(topic, 40, partition=0)
-    ledger.good(topic, 30, partition=1)
+    topic, ledger = produced(scenario, "rides.20240401", (40, 30))
     config = cluster_config(scenario, tmp_path / "job.yaml")
     done = submit(config, tmp_path / "submit.log")
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
@@ -88,11 +94,7 @@ def test_the_job_runs_on_the_cluster_with_its_wheel_shipped(
 def test_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
     cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
-    topic = scenario.topic("fares.20240402")
-    create_topics(topic, partitions=2)
-    ledger = Ledger()
-    ledger.good(topic, 50, partition=0)
-    ledger.good(topic, 50, partition=1)
+    topic, ledger = produced(scenario, "fares.20240402", (50, 50))
     config = cluster_config(scenario, tmp_path / "job.yaml")
     once = tmp_path / "killed-once"
     # The executor that writes the batch's first files dies (SIGKILL) after writing them, before

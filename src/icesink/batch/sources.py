@@ -21,6 +21,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.plan import TablePlan, keep_condition
 from icesink.batch.route import Targets
 from icesink.batch.work import Planned
+from icesink.config import Config
 from icesink.kafka.source import range_options
 from icesink.model import PartitionRange, TableRef
 
@@ -61,7 +62,7 @@ def table_sources(
         mine = own_ranges(plan, targets.ranges[plan.table])
         if plan.table in targets.topic_routed and 0 < len(mine) < batch_tps:
             # In the batch's own session, as the tables read from the shared batch are.
-            frame = read_ranges(targets.source.sparkSession, ctx, mine)
+            frame = read_ranges(targets.source.sparkSession, ctx.config, mine)
             if reads_twice(ctx, planned):
                 frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
                 out.persisted.append(frame)
@@ -78,9 +79,9 @@ def table_sources(
     return out
 
 
-def read_ranges(spark: SparkSession, ctx: BatchContext, ranges: list[PartitionRange]) -> DataFrame:
+def read_ranges(spark: SparkSession, config: Config, ranges: list[PartitionRange]) -> DataFrame:
     """A batch read from Kafka of exactly `ranges`, with the stream's connection settings."""
     reader = spark.read.format("kafka")
-    for k, v in range_options(ctx.config, ranges).items():
+    for k, v in range_options(config, ranges).items():
         reader = reader.option(k, v)
     return reader.load()
