@@ -255,3 +255,31 @@ def test_dictionary_columns_are_the_string_leaves_by_parquet_path() -> None:
         ]
     )
     assert dictionary_columns(schema) == ["s.a", "tags.list.element", "m.key_value.key", "raw"]
+
+
+def test_a_column_of_distinct_strings_falls_back_to_plain_and_stays_small(tmp_path: Path) -> None:
+    # 60,000 distinct uuid-like strings beside 4 repeated ones: the distinct column must leave its
+    # dictionary early (a full one's indices compress worse than the plain strings: 1.5x the plain
+    # size with pyarrow's default limit), the repeated one keeps it.
+    n = 60_000
+    names = [f"{i:08x}-0000-4000-8000-{i * 7:012x}" for i in range(n)]
+    keys = [("view", "cart", "purchase", "refund")[i % 4] for i in range(n)]
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array(range(n), pa.int64()),
+            pa.array(names, pa.string()),
+            pa.array([0] * n, pa.timestamp("us", tz="UTC")),
+            pa.array([{"k": k} for k in keys], pa.struct([pa.field("k", pa.string())])),
+        ],
+        names=["id", "name", "ts", "meta"],
+    )
+    files = write_files(task(tmp_path), iter([batch]), partition_id=0)
+    local = files[0].path.removeprefix("file://")
+    md = pq.read_metadata(local).row_group(0)
+    chunks = {md.column(i).path_in_schema: md.column(i) for i in range(md.num_columns)}
+    assert "RLE_DICTIONARY" in chunks["meta.k"].encodings
+    plain = pa.BufferOutputStream()
+    pq.write_table(pa.table({"name": names}), plain, use_dictionary=False, compression="zstd", compression_level=3)
+    plain_size = pq.read_metadata(pa.BufferReader(plain.getvalue())).row_group(0).column(0).total_compressed_size
+    assert chunks["name"].total_compressed_size <= 1.1 * plain_size
+    assert pq.read_table(local).column("name").to_pylist() == names
