@@ -132,14 +132,17 @@ def write_rows(
 ) -> list[WrittenFile]:  # fmt: skip
     """Writes `rows` (the table's columns; with `keys`, also the change operation) as files."""
     schema = ctx.catalog.spark_schema(table)
-    # Columns in the table's order; columns another writer added since decoding stay null.
-    have = set(rows.columns)
-    columns = [F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
     parts = _partition_values(ctx, table, schema)
     meta = [p.alias(f"__icesink_part_{i}") for i, p in enumerate(parts)]
     if keys:
         meta.append(F.col(changes.OP))
-    rows = rows.select(*meta, *[c.alias(f.name) for c, f in zip(columns, schema.fields, strict=True)])
+    if not keys and rows.columns == schema.fieldNames():
+        rows = rows.select(*meta, F.col("*"))  # already the table's columns: no per-column py4j calls
+    else:
+        # Columns in the table's order; columns another writer added since decoding stay null.
+        have = set(rows.columns)
+        columns = [F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
+        rows = rows.select(*meta, *[c.alias(f.name) for c, f in zip(columns, schema.fields, strict=True)])
     if parts:
         rows = rows.sortWithinPartitions(*[f"__icesink_part_{i}" for i in range(len(parts))])
     arrow_schema = _arrow_schema(ctx, table)

@@ -111,9 +111,13 @@ def fenced(err: Column) -> Column:
 
 def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
     """The rows that decoded, as the target's columns in the target's order."""
-    return parsed.where(F.col(ERROR).isNull()).select(
-        *[F.col(f"{ROW}.`{f.name}`").alias(f.name) for f in target.fields]
-    )
+    good = parsed.where(F.col(ERROR).isNull())
+    row = parsed.schema[ROW].dataType
+    if isinstance(row, StructType) and row.fieldNames() == target.fieldNames():
+        # One expression instead of two per column: each is a few py4j calls, which a table of a
+        # few dozen columns pays on every batch (~0.05 s).
+        return good.select(F.col(f"{ROW}.*"))
+    return good.select(*[F.col(f"{ROW}.`{f.name}`").alias(f.name) for f in target.fields])
 
 
 def bad_records(parsed: DataFrame) -> DataFrame:
