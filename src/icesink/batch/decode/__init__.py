@@ -8,9 +8,11 @@ records go to the dead-letter table or fail the batch, by policy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -18,6 +20,34 @@ from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 ROW = "__icesink_row"
 ERROR = "__icesink_error"
+
+_T = TypeVar("_T")
+
+
+class ExpressionMemo(Generic[_T]):
+    """Decode expressions by what they depend on (writer schemas, the table's schema), the least
+    recently used dropped first. Building one takes tens to hundreds of JVM calls, and a batch of a
+    whole database's capture builds one per table: the memo holds a few hundred tables' worth (an
+    expression is a small JVM object tree)."""
+
+    def __init__(self, capacity: int = 512) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[Hashable, _T] = OrderedDict()
+        self._lock = threading.Lock()  # tables are decoded side by side
+
+    def get(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        built = build()  # outside the lock: another table's build need not wait for this one
+        with self._lock:
+            self._items[key] = built
+            self._items.move_to_end(key)
+            if len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+        return built
 
 
 @dataclass(frozen=True)

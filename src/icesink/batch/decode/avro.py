@@ -21,7 +21,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import ArrayType, BooleanType, DataType, MapType, StructField, StructType
 
-from icesink.batch.decode import ERROR, KEY, ROW, VALUE, Source, debezium, error, no_error, pending, semantic
+from icesink.batch.decode import (
+    ERROR,
+    KEY,
+    ROW,
+    VALUE,
+    ExpressionMemo,
+    Source,
+    debezium,
+    error,
+    no_error,
+    pending,
+    semantic,
+)
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.errors import SchemaNotFoundError
 from icesink.kafka import wire
@@ -98,7 +110,7 @@ class InspectedAvro:
         unusable: dict[bytes, tuple[str, str, str]],
         envelope: EnvelopeSpec | None,
         src: Source,
-        memo: dict[Any, tuple[Column, list[Column], Column, Column]] | None = None,
+        memo: ExpressionMemo[tuple[Column, list[Column], Column, Column]] | None = None,
         guessed: bool = False,
     ) -> None:
         self._records = records
@@ -107,7 +119,7 @@ class InspectedAvro:
         self._src = src
         self._writers = writers
         self._unusable = unusable
-        self._memo = {} if memo is None else memo
+        self._memo = ExpressionMemo() if memo is None else memo
         self.schema = StructType([])
         for w in writers:
             self.schema = merged(self.schema, w.struct)
@@ -129,12 +141,7 @@ class InspectedAvro:
             tuple(sorted(self._unusable.items())),
             self._guessed,
         )
-        found = self._memo.get(memo_key)
-        if found is None:
-            if len(self._memo) >= 32:
-                self._memo.clear()
-            found = self._memo[memo_key] = self._build(target)
-        return found
+        return self._memo.get(memo_key, lambda: self._build(target))
 
     def _build(self, target: StructType) -> tuple[Column, list[Column], Column, Column]:
         key = F.col(_KEY)
@@ -200,7 +207,7 @@ class AvroDecoder:
         # What from_avro yields for a writer schema, and the parse expressions (see InspectedAvro):
         # both depend on schemas only, so batches with the schemas of an earlier one reuse them.
         self._raw_types: dict[str, StructType] = {}
-        self._memo: dict[Any, tuple[Column, list[Column], Column, Column]] = {}
+        self._memo: ExpressionMemo[tuple[Column, list[Column], Column, Column]] = ExpressionMemo()
         self._frame: Column | None = None
 
     def plan_column(self) -> Column:

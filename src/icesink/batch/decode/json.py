@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, AtomicType, DataType, StructType
 
-from icesink.batch.decode import VALUE, Source, connect, debezium
+from icesink.batch.decode import VALUE, ExpressionMemo, Source, connect, debezium
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.decode.json_rows import (
     PARSE_OPTIONS,
@@ -68,6 +68,7 @@ class JsonDecoder:
         self._connect_seen = False
         # Parsed Connect schemas by their text (Debezium repeats one schema in every record).
         self._parsed: dict[str, SchemaInBatch] = {}
+        self._memo: ExpressionMemo[tuple[Column, Column, Column]] = ExpressionMemo()
 
     def plan_column(self) -> None:
         return None
@@ -88,12 +89,12 @@ class JsonDecoder:
     def inspect(self, records: DataFrame, planned: Any = None, guessed: bool = False) -> InspectedJson:
         if guessed and isinstance(planned, StructType):
             # Parsed with the table's shape; the records it does not cover wait for a second pass.
-            return InspectedJson(records, planned, [], None, self._src, guessed=True)
+            return InspectedJson(records, planned, [], None, self._src, guessed=True, memo=self._memo)
         present = records.where(F.col(self._src.column).isNotNull())
         if not self._connect_seen:
             inferred = self._infer(present)
             if not _looks_like_connect(inferred):
-                return InspectedJson(records, inferred, [], self._envelope, self._src)
+                return InspectedJson(records, inferred, [], self._envelope, self._src, memo=self._memo)
             self._connect_seen = True
         schemas, others = self._connect_schemas(present)
         inferred_rest = None

@@ -14,6 +14,7 @@ from pyspark.sql.types import DataType, StringType, StructField, StructType
 from icesink.batch.decode import (
     ERROR,
     ROW,
+    ExpressionMemo,
     Source,
     connect,
     connect_columns,
@@ -70,9 +71,11 @@ class InspectedJson:
         envelope: EnvelopeSpec | None,
         src: Source,
         guessed: bool = False,
+        memo: ExpressionMemo[tuple[Column, Column, Column]] | None = None,
     ) -> None:
         self._records = records
         self._src = src
+        self._memo = ExpressionMemo() if memo is None else memo
         # `inferred` is the table's shape, not the batch's: a record it does not fit is pending.
         self._guessed = guessed
         self._inferred = inferred  # None: every record carries a Connect schema
@@ -95,7 +98,10 @@ class InspectedJson:
     def parse(self, target: StructType) -> DataFrame:
         columns = self._records.columns
         if not self._schemas:
-            plain, row, reason = self._plain(target)
+            # The same for every batch with the same table schema and inferred types: built once.
+            inferred = self._inferred.json() if self._inferred is not None else None
+            key = (target.json(), inferred, self._envelope, self._src, self._guessed)
+            plain, row, reason = self._memo.get(key, lambda: self._plain(target))
             return self._records.withColumn(_PLAIN, plain).select(*columns, row.alias(ROW), reason.alias(ERROR))
         h = F.col(_HASH)
         decoded, converted = [], []
