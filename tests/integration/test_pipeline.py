@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 
 from dev.kit.kafka import SERDE_CONF, create_topics, end_offsets, produce, registry_client
@@ -14,6 +16,7 @@ from icesink.job.query import Job
 from icesink.model import TopicPartition
 from icesink.runtime.timings import BatchTimings
 from tests.support.spark import snapshots
+from tests.support.trino import trino_reachable, trino_rows
 
 
 def run_job(spark: SparkSession, scenario: Scenario, **overrides: object) -> Job:
@@ -24,6 +27,46 @@ def run_job(spark: SparkSession, scenario: Scenario, **overrides: object) -> Job
 
 def event(i: int, day: str) -> dict[str, object]:
     return {"id": i, "name": f"n{i}", "amount": i * 0.5, "nested": {"k": i % 3}, "day": day}
+
+
+# A column of distinct strings far beyond the writer's 64 KB dictionary limit (4,000 x ~45 bytes in
+# one file): its pages start dictionary-encoded and fall back to plain. Readers must see every value.
+DISTINCT = 4_000
+
+
+def distinct_value(i: int) -> str:
+    return f"{i:08x}-0000-4000-8000-{i * 7919:012x}/{'x' * (i % 9)}"
+
+
+@pytest.fixture(scope="module")
+def distinct_strings(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> str:
+    scenario = Scenario.new(Path(tmp_path_factory.mktemp("distinct")))
+    topic = scenario.topic("sessions")
+    create_topics(topic, partitions=1)
+    kinds = ("view", "cart", "purchase")
+    produce(topic, [{"id": i, "session": distinct_value(i), "kind": kinds[i % 3]} for i in range(DISTINCT)])
+    run_job(spark, scenario)
+    return scenario.table("sessions")
+
+
+def test_a_column_of_distinct_strings_past_the_dictionary_limit_reads_back_in_spark(
+    spark: SparkSession, distinct_strings: str
+) -> None:
+    rows = spark.sql(f"SELECT id, session, kind FROM {distinct_strings}").collect()
+    assert sorted((r.id, r.session, r.kind) for r in rows) == [
+        (i, distinct_value(i), ("view", "cart", "purchase")[i % 3]) for i in range(DISTINCT)
+    ]
+    [files] = spark.sql(f"SELECT count(*) AS n FROM {distinct_strings}.files").collect()
+    assert files.n == 1, "one file, so its one column chunk holds every value"
+
+
+@pytest.mark.trino
+def test_a_column_of_distinct_strings_past_the_dictionary_limit_reads_back_in_trino(distinct_strings: str) -> None:
+    if not trino_reachable():
+        pytest.fail("Trino is not running: `dev/stack up --with-trino`", pytrace=False)
+    _, namespace, name = distinct_strings.split(".")
+    rows = trino_rows(f'SELECT id, session FROM iceberg."{namespace}"."{name}"')
+    assert sorted(rows) == [(i, distinct_value(i)) for i in range(DISTINCT)]
 
 
 def test_two_daily_topics_land_in_one_table(spark: SparkSession, scenario: Scenario) -> None:
