@@ -44,7 +44,7 @@ _ROW_GROUP_ROWS = 256 * 1024
 # A column's dictionary stops growing at this size and the rest of its row group is written plain.
 # pyarrow's default (1 MB) lets a column of mostly distinct strings (uuids, free text, URLs with
 # ids) fill a whole dictionary first, whose bit-packed indices then compress far worse than the
-# plain strings: the benchmark's rows took 10.1 bytes each, 8.1 with 64 KB (Spark's Iceberg sink:
+# plain strings: the benchmark's rows took 10.1 bytes each, 8.2 with 64 KB (Spark's Iceberg sink:
 # 9.2), and the write got faster. A low-cardinality column still fits its dictionary.
 DICTIONARY_PAGE_LIMIT = 64 * 1024
 

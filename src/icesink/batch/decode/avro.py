@@ -127,10 +127,11 @@ class InspectedAvro:
     def parse(self, target: StructType) -> DataFrame:
         """One pass: each record is decoded by the from_avro of its own writer schema (a CASE on
         the frame key evaluates only the matching branch); no union, no rescan per schema."""
-        columns = self._records.columns
         frame, decoded, row, reason = self._expressions(target)
-        step = self._records.withColumn(_KEY, frame).select(*columns, _KEY, *decoded)
-        return step.select(*columns, row.alias(ROW), reason.alias(ERROR))
+        # `*` rather than the records' columns by name: a few py4j calls per named column, per batch.
+        step = self._records.withColumn(_KEY, frame).select(F.col("*"), *decoded)
+        helpers = [_KEY, *(f"{_AVRO}{i}" for i in range(len(decoded)))]
+        return step.select(F.col("*"), row.alias(ROW), reason.alias(ERROR)).drop(*helpers)
 
     def _expressions(self, target: StructType) -> tuple[Column, list[Column], Column, Column]:
         """The frame key, the decoded columns, the row and the error: the same for every batch with
