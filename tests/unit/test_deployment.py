@@ -264,6 +264,8 @@ def test_submit_builds_the_command_for_each_master(args: list[str], expected: li
     for a in absent:
         assert a not in cmd, cmd
     assert "icesink-local-secret" not in cmd
+    # Both JVMs compile the decode's huge generated methods (icesink.job.session.JIT_OPTIONS).
+    assert cmd.count("-XX:-DontCompileHugeMethods") == 2, cmd
 
 
 def test_submit_refuses_what_cannot_work() -> None:

@@ -30,6 +30,7 @@ from icesink.batch.decode import (
     Source,
     debezium,
     error,
+    fenced,
     no_error,
     pending,
     semantic,
@@ -51,11 +52,14 @@ def _zero() -> Column:
 
 
 def _in_header(src: Source) -> Column:
-    # Headers are looked at only when a record has some: the filter lambda is not free.
-    hid = F.expr(f"element_at(filter(headers, h -> h.key = '{src.schema_id_header}'), 1).value")
+    # The first header of that name, found by position rather than with a `filter` lambda: a
+    # lambda has no generated code, and one such expression makes Spark interpret the whole
+    # decode stage (from_avro included) instead of running it compiled.
+    at = F.array_position(F.col("headers.key"), F.lit(src.schema_id_header))
+    hid = F.when(at > 0, F.element_at(F.col("headers.value"), at.cast("int")))
     as_id = (F.length(hid) == wire.HEADER_SIZE) & (F.substring(hid, 1, 1) == _zero())
     as_guid = (F.length(hid) == wire.GUID_HEADER_SIZE) & (F.substring(hid, 1, 1) == F.unhex(F.lit("01")))
-    return F.when((F.size("headers") > 0) & hid.isNotNull() & (as_id | as_guid), hid)
+    return F.when(hid.isNotNull() & (as_id | as_guid), hid)
 
 
 def frame_key(src: Source = VALUE) -> Column:
@@ -131,7 +135,9 @@ class InspectedAvro:
         # `*` rather than the records' columns by name: a few py4j calls per named column, per batch.
         step = self._records.withColumn(_KEY, frame).select(F.col("*"), *decoded)
         helpers = [_KEY, *(f"{_AVRO}{i}" for i in range(len(decoded)))]
-        return step.select(F.col("*"), row.alias(ROW), reason.alias(ERROR)).drop(*helpers)
+        # Fenced: the good-rows filter would otherwise be pushed below the decode with the error's
+        # aliases inlined, and each record decoded three times (twice in the filter).
+        return step.select(F.col("*"), row.alias(ROW), fenced(reason).alias(ERROR)).drop(*helpers)
 
     def _expressions(self, target: StructType) -> tuple[Column, list[Column], Column, Column]:
         """The frame key, the decoded columns, the row and the error: the same for every batch with
