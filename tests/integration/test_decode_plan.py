@@ -11,10 +11,12 @@ from typing import Any, cast
 
 import fastavro
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from icesink.batch.decode import ERROR, bad_records, good_rows
+from icesink.batch.decode import ERROR, bad_records, good_rows, is_pending
 from icesink.batch.decode.avro import AvroDecoder
+from icesink.batch.decode.json import JsonDecoder
 from icesink.job.session import JIT_OPTIONS
 from icesink.kafka import wire
 
@@ -64,6 +66,21 @@ def test_the_avro_decode_runs_as_generated_code_and_decodes_each_record_once(spa
     operators = [line.lstrip(" +-:") for line in plan.splitlines() if line.strip()]
     assert all(op.startswith("*(") for op in operators), plan
     assert plan.count("from_avro(") == 1, plan
+
+
+def test_the_json_decode_parses_each_record_once(spark: SparkSession) -> None:
+    values = ['{"id": 1, "name": "a"}', '{"id": "not a number"}', "not json", '{"id": 2, "name": "b"}']
+    records = spark.createDataFrame([(v.encode(), None, "t", 0, i) for i, v in enumerate(values)], RECORDS)
+    target = StructType([StructField("id", LongType()), StructField("name", StringType())])
+    parsed = JsonDecoder(spark).inspect(records, target, guessed=True).parse(target)
+
+    good = good_rows(parsed, target)
+    assert sorted(tuple(r) for r in good.collect()) == [(1, "a"), (2, "b")]
+    assert [r[ERROR].error_class for r in bad_records(parsed).collect()] == ["JsonParseError"]
+    # A value the table's type does not take waits for the second pass (its types inferred).
+    assert [r.offset for r in parsed.where(is_pending(F.col(ERROR))).collect()] == [1]
+    plan = str(good._jdf.queryExecution().executedPlan().toString())
+    assert plan.count("from_json(") == 1, plan
 
 
 def test_the_driver_jvm_compiles_huge_methods(spark: SparkSession) -> None:

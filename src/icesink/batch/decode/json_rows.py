@@ -102,7 +102,10 @@ class InspectedJson:
             inferred = self._inferred.json() if self._inferred is not None else None
             key = (target.json(), inferred, self._envelope, self._src, self._guessed)
             plain, row, reason = self._memo.get(key, lambda: self._plain(target))
-            return self._records.withColumn(_PLAIN, plain).select(*columns, row.alias(ROW), reason.alias(ERROR))
+            # Fenced, like the Connect path's: unfenced, the good-rows filter is pushed below the
+            # parse with the error's expressions inlined, and each record is parsed several times.
+            parsed = self._records.withColumn(_PLAIN, plain)
+            return parsed.select(*columns, row.alias(ROW), fenced(reason).alias(ERROR))
         h = F.col(_HASH)
         decoded, converted = [], []
         for i, s in enumerate(self._schemas):
