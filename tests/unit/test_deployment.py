@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from icesink.config import load_config
+from icesink.job.session import JIT_OPTIONS, jvm_conf, with_jit_options
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -280,3 +281,13 @@ def test_submit_refuses_what_cannot_work() -> None:
         )
         assert out.returncode == 2
         assert message in out.stderr
+
+
+def test_a_session_that_launches_its_jvm_adds_the_jit_option_to_the_users_own() -> None:
+    conf = jvm_conf({"spark.executor.extraJavaOptions": "-Dfoo=1"})
+    assert conf == {
+        "spark.driver.extraJavaOptions": JIT_OPTIONS,
+        "spark.executor.extraJavaOptions": f"{JIT_OPTIONS} -Dfoo=1",
+    }
+    # A user who decided it keeps their choice.
+    assert with_jit_options("-XX:+DontCompileHugeMethods") == "-XX:+DontCompileHugeMethods"
