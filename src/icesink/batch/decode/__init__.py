@@ -75,7 +75,9 @@ class Inspected(Protocol):
     schema: StructType
 
     def parse(self, target: StructType) -> DataFrame:
-        """The records' columns + ROW (shaped as `target`: the table's schema after evolution) + ERROR."""
+        """The records' columns + ROW (shaped as `target`: the table's schema after evolution) + ERROR,
+        `fenced`: every pass filters on ERROR (good rows, dead letters), and unfenced the filter
+        is pushed below the decode, which then runs again inside it for each record."""
         ...
 
 

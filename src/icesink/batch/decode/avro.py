@@ -135,8 +135,7 @@ class InspectedAvro:
         # `*` rather than the records' columns by name: a few py4j calls per named column, per batch.
         step = self._records.withColumn(_KEY, frame).select(F.col("*"), *decoded)
         helpers = [_KEY, *(f"{_AVRO}{i}" for i in range(len(decoded)))]
-        # Fenced: the good-rows filter would otherwise be pushed below the decode with the error's
-        # aliases inlined, and each record decoded three times (twice in the filter).
+        # Fenced (see `Inspected.parse`): unfenced, a filter on it put from_avro in the plan 3 times.
         return step.select(F.col("*"), row.alias(ROW), fenced(reason).alias(ERROR)).drop(*helpers)
 
     def _expressions(self, target: StructType) -> tuple[Column, list[Column], Column, Column]:

@@ -102,8 +102,7 @@ class InspectedJson:
             inferred = self._inferred.json() if self._inferred is not None else None
             key = (target.json(), inferred, self._envelope, self._src, self._guessed)
             plain, row, reason = self._memo.get(key, lambda: self._plain(target))
-            # Fenced, like the Connect path's: unfenced, the good-rows filter is pushed below the
-            # parse with the error's expressions inlined, and each record is parsed several times.
+            # Fenced (see `Inspected.parse`): unfenced, a filter on it put from_json in the plan 9 times.
             parsed = self._records.withColumn(_PLAIN, plain)
             return parsed.select(*columns, row.alias(ROW), fenced(reason).alias(ERROR))
         h = F.col(_HASH)
