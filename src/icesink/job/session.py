@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from icesink.config import Config
 from icesink.errors import ConfigError
+from icesink.runtime.jvm_lookups import keep_jvm_lookups
 
 JARS_ENV = "ICESINK_JARS_DIR"
 
@@ -142,4 +143,5 @@ def build_session(config: Config) -> SparkSession:
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    keep_jvm_lookups(spark)
     return spark
