@@ -291,3 +291,12 @@ def test_a_session_that_launches_its_jvm_adds_the_jit_option_to_the_users_own() 
     }
     # A user who decided it keeps their choice.
     assert with_jit_options("-XX:+DontCompileHugeMethods") == "-XX:+DontCompileHugeMethods"
+
+
+def test_the_compose_job_runs_with_the_jit_option() -> None:
+    # local[2]: the executors run in the driver's JVM, so its options are the only ones needed.
+    command = services()["icesink"]["command"]
+    options = re.search(r'--driver-java-options "([^"]*)"', command)
+    assert options is not None, command
+    assert JIT_OPTIONS in options.group(1).split()
+    assert '--master "local[' in command
