@@ -177,6 +177,44 @@ def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch
         sys.modules.pop(name, None)
 
 
+# Run in a fresh interpreter: freezing is for the life of a process.
+_FREEZE_SCRIPT = """
+import gc
+import icesink.batch.files  # what a worker imports to write: pyarrow, pydantic, ...
+from icesink.batch.worker_imports import freeze_imports
+
+before = len(gc.get_objects())
+freeze_imports()  # a worker's first task
+after_first = len(gc.get_objects())
+import xml.dom.minidom  # a first task imports more as it runs
+freeze_imports()  # its second task
+frozen = gc.get_freeze_count()
+class Node:
+    pass
+a, b = Node(), Node()
+a.other, b.other = b, a  # alive during a later task, then garbage only the cycle collector frees
+for _ in range(5):  # later tasks freeze nothing more
+    freeze_imports()
+del a, b
+print(before, after_first, frozen, gc.get_freeze_count(), gc.collect())
+"""
+
+
+def test_worker_imports_are_frozen_out_of_the_collectors_reach_and_later_garbage_is_still_freed() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FREEZE_SCRIPT], check=True, capture_output=True, text=True)
+    before, after_first, frozen, frozen_later, collected = map(int, out.stdout.split())
+    # PySpark's daemon runs gc.collect() after every task; it no longer walks the imports.
+    assert before > 20_000
+    assert after_first < 1_000
+    assert frozen >= before
+    # Only the first tasks freeze: a cycle a later task leaves behind is collected, not kept.
+    assert frozen_later == frozen
+    assert collected >= 2
+
+
 REQUIRED = pa.schema(
     [
         pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"}),

@@ -24,7 +24,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from icesink.batch.storage import StorageSettings
-from icesink.batch.worker_imports import keep_zip_directories
+from icesink.batch.worker_imports import freeze_imports, keep_zip_directories
 from icesink.model import WrittenFile
 from icesink.runtime import faults
 
@@ -290,6 +290,7 @@ def map_in_arrow_fn(task: WriteTask):  # type: ignore[no-untyped-def]
         from pyspark import TaskContext
 
         keep_zip_directories()
+        freeze_imports()
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
         files = write_files(task, batches, pid)

@@ -1,8 +1,15 @@
-"""Faster task starts on PySpark's Python workers: imports from zips are not re-scanned per task."""
+"""Cheaper tasks on PySpark's Python workers: imports from zips are not re-scanned before each task,
+and what was imported is not traversed by the garbage collector after each task."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
+
+# Tasks whose start freezes what is alive: a worker's first write leaves ~28,000 more long-lived
+# objects (lazy imports and caches), which the second task's start freezes too.
+_FREEZES = 2
+_freezes = 0
 
 
 class _UnchangingZip:
@@ -32,3 +39,17 @@ def keep_zip_directories() -> None:
     for path, finder in list(sys.path_importer_cache.items()):
         if isinstance(finder, zipimport.zipimporter):
             sys.path_importer_cache[path] = _UnchangingZip(finder)
+
+
+def freeze_imports() -> None:
+    """At the start of a worker process's first tasks: moves every object alive then (the modules
+    the writer imported: pyarrow, pandas, pydantic, pyspark, ~90,000 objects) out of the garbage
+    collector's reach. PySpark's daemon runs a full `gc.collect()` after every task of a reused
+    worker, and traversing those objects took 42-45 ms of CPU per task (under 0.1 ms once frozen): a
+    batch of 50 small tables runs ~100 tasks. Frozen objects are still freed by reference counting;
+    only reference cycles among them that become garbage later are kept, and those are limited to
+    the imports and the objects of a worker's first tasks."""
+    global _freezes
+    if _freezes < _FREEZES:
+        gc.freeze()
+        _freezes += 1
