@@ -45,7 +45,7 @@ def freeze_imports() -> None:
     """At the start of a worker process's first tasks: moves every object alive then (the modules
     the writer imported: pyarrow, pandas, pydantic, pyspark, ~90,000 objects) out of the garbage
     collector's reach. PySpark's daemon runs a full `gc.collect()` after every task of a reused
-    worker, and traversing those objects took 42-45 ms of CPU per task (under 0.1 ms once frozen): a
+    worker, and traversing those objects took 42-44 ms of CPU per task (under 0.1 ms once frozen): a
     batch of 50 small tables runs ~100 tasks. Frozen objects are still freed by reference counting;
     only reference cycles among them that become garbage later are kept, and those are limited to
     the imports and the objects of a worker's first tasks."""
