@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from icesink.batch.changes import HELD, OP, ChangeSpec, classify, last_change_per_key, skip_older
+from icesink.batch.changes import OP, ChangeSpec, change_order, classify
 from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, no_error
+from icesink.batch.last_changes import last_per_key
 from icesink.config import WriteMode
 
 TARGET = StructType([StructField("id", LongType()), StructField("name", StringType()), StructField("op", StringType())])
@@ -98,29 +100,42 @@ CHANGES = StructType(
 )
 
 
-def test_last_change_per_key_by_offset_or_by_the_order_column_then_skip_older(spark: SparkSession) -> None:
-    rows = spark.createDataFrame(
-        [
-            (1, "a", 5, "I", "t", 0, 0),
-            (1, "b", 3, "U", "t", 0, 1),  # last by offset, older by ts
-            (2, "c", 1, "I", "t", 1, 0),
-            (2, None, 2, "D", "t", 1, 1),
-            (3, "d", 9, "I", "t.20240102", 0, 0),
-            (3, "e", 9, "U", "t.20240101", 0, 5),  # the earlier daily topic sorts first
-        ],
-        CHANGES,
-    )
+def max_by(rows: DataFrame, spec: ChangeSpec, columns: list[str]) -> DataFrame:
+    """Each key's last change as Spark's `max_by` over the order columns' struct picks it (what
+    icesink's reduction did in Spark before the writer took it over)."""
+    payload = [c for c in [*columns, OP] if c not in spec.keys]
+    last = F.max_by(F.struct(*[F.col(c) for c in payload]), F.struct(*change_order(spec))).alias("last")
+    reduced = rows.groupBy(*spec.keys).agg(last)
+    return reduced.select(*[F.col(c) if c in spec.keys else F.col(f"last.{c}") for c in [*columns, OP]])
+
+
+def test_the_writers_reduction_picks_what_spark_picks(spark: SparkSession) -> None:
+    """The writer's last change per key (last_changes.py, pyarrow) against Spark's max_by: the same
+    rows, with ties, null order values and keys that arrive on two daily topics."""
+    rng = random.Random(5)
+    rows = [
+        (
+            rng.randrange(40),
+            f"v{i}",
+            rng.choice([None, 1, 2, 3]),
+            rng.choice("IUD"),
+            rng.choice(["t.20240101", "t.20240102"]),
+            rng.randrange(3),
+            rng.randrange(5),
+        )
+        for i in range(500)
+    ]
+    df = spark.createDataFrame(rows, CHANGES)
     columns = ["id", "v", "ts"]
-    by_offset = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key")
-    last = last_change_per_key(rows, by_offset, columns)
-    assert last.columns == [*columns, OP]
-    assert sorted(tuple(r) for r in last.collect()) == [(1, "b", 3, "U"), (2, None, 2, "D"), (3, "d", 9, "I")]
-
-    by_ts = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key", order_by="ts")
-    last = last_change_per_key(rows, by_ts, columns)
-    assert sorted(tuple(r) for r in last.collect()) == [(1, "a", 5, "I"), (2, None, 2, "D"), (3, "d", 9, "I")]
-
-    held = spark.createDataFrame([(1, 6), (2, 1), (3, None)], f"id bigint, {HELD} bigint")
-    kept = skip_older(last, held, by_ts)
-    # Key 1's change (ts 5) is older than the held row (ts 6); a held row without ts says nothing.
-    assert sorted(tuple(r) for r in kept.collect()) == [(2, None, 2, "D"), (3, "d", 9, "I")]
+    for spec in (
+        ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key"),
+        ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key", order_by="ts"),
+    ):
+        by_spark = {tuple(r) for r in max_by(df, spec, columns).collect()}
+        # The writer's input layout: operation, order columns, then the table's columns.
+        arrow = df.select(OP, *[c.alias(f"o{i}") for i, c in enumerate(change_order(spec))], *columns).toArrow()
+        order = list(range(1, 1 + len(change_order(spec))))
+        reduced = last_per_key(arrow, [arrow.num_columns - 3], order).select(["id", "v", "ts", OP])
+        by_writer = {tuple(r.values()) for r in reduced.to_pylist()}
+        assert len(by_spark) == 40
+        assert by_writer == by_spark, spec

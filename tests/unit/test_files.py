@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -136,6 +137,68 @@ def test_rows_are_split_by_partition_value(tmp_path: Path) -> None:
         ("data", ("0",)): [3],
         ("deletes", ("0",)): [3],
     }
+
+
+def changes_batch(ids: list[int], ops: list[str], offsets: list[int], parts: list[str]) -> pa.RecordBatch:
+    """A reducing CDC task's input: partition value, operation, order columns (topic, partition,
+    offset), then the table's columns."""
+    data = spark_like_batch(0, len(ids))
+    n = len(ids)
+    columns = [
+        pa.array(parts, pa.string()),
+        pa.array(ops, pa.string()),
+        pa.array(["t"] * n, pa.string()),
+        pa.array([0] * n, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pa.array(ids, pa.int64()),
+        *data.columns[1:],
+    ]
+    names = ["__icesink_part_0", "__icesink_op", *[f"__icesink_order_{i}" for i in range(3)], *data.schema.names]
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def test_a_reducing_task_writes_each_keys_last_change_in_that_changes_partition(tmp_path: Path) -> None:
+    # Key 1 moves from partition a to b; key 2 is inserted then deleted; key 3 only inserted. Its
+    # rows arrive in two batches, out of offset order (after a shuffle).
+    first = changes_batch([1, 2, 1], ["I", "I", "U"], [0, 1, 5], ["a", "a", "b"])
+    second = changes_batch([2, 3, 1], ["D", "I", "U"], [7, 8, 2], ["a", "b", "a"])
+    reducing = replace(cdc_task(tmp_path, 1), order_columns=3)
+    files = write_files(reducing, iter([first, second]), partition_id=0)
+    got = {
+        (f.content, f.partition): sorted(pq.read_table(f.path.removeprefix("file://")).column("id").to_pylist())
+        for f in files
+    }
+    assert got == {
+        ("deletes", ("a",)): [2],
+        ("data", ("b",)): [1, 3],
+        ("deletes", ("b",)): [1, 3],
+    }
+    data = pq.read_table(next(f.path.removeprefix("file://") for f in files if f.content == "data"))
+    assert data.column_names == ["id", "name", "ts", "meta"]  # no operation or order column
+    assert sum(f.record_count for f in files if f.content == "data") == 2
+
+
+def test_a_reducing_task_skips_a_key_whose_last_change_is_older_than_the_held_row(tmp_path: Path) -> None:
+    # Order columns: ts (order_by), topic, partition, offset; then the held row's ts.
+    n = 4
+    data = spark_like_batch(0, n)
+    columns = [
+        pa.array(["U", "U", "U", "D"], pa.string()),
+        pa.array([5, 9, 3, 1], pa.int64()),
+        pa.array(["t"] * n, pa.string()),
+        pa.array([0] * n, pa.int32()),
+        pa.array(range(n), pa.int64()),
+        pa.array([6, 6, 4, None], pa.int64()),
+        pa.array([1, 1, 2, 3], pa.int64()),
+        *data.columns[1:],
+    ]
+    names = ["__icesink_op", *[f"__icesink_order_{i}" for i in range(4)], "__icesink_held", *data.schema.names]
+    task = replace(cdc_task(tmp_path, 0), order_columns=4, held_column=True)
+    files = write_files(task, iter([pa.RecordBatch.from_arrays(columns, names=names)]), partition_id=0)
+    got = {f.content: pq.read_table(f.path.removeprefix("file://")).column("id").to_pylist() for f in files}
+    # Key 1: its last change (ts 9) is newer than the table's row (6); key 2's (3) is older than
+    # its row (4): skipped; key 3 has no held row: its delete stands.
+    assert got == {"data": [1], "deletes": [1, 3]}
 
 
 def test_an_empty_partition_writes_no_file(tmp_path: Path) -> None:

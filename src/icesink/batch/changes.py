@@ -3,9 +3,10 @@
 Each record gets an operation (I/U/D). A null value on a keyed topic (a tombstone) is a delete; a
 change without its key, or with an operation that is not I, U or D, is an error like any other
 decode error (a dead letter, or a failed batch). The batch is then reduced to the LAST change per
-key; the commit writes an equality delete for every key the batch touched and a row for every key
-whose last change is not a delete. Iceberg applies equality deletes only to rows of earlier
-commits, so the rows added in the same commit survive their own key's delete.
+key (by the writer, batch/last_changes.py); the commit writes an equality delete for every key the
+batch touched and a row for every key whose last change is not a delete. Iceberg applies equality
+deletes only to rows of earlier commits, so the rows added in the same commit survive their own
+key's delete.
 
 Key resolution is pure; the rest composes Spark expressions and runs on the executors.
 """
@@ -188,30 +189,13 @@ def classify(
     return parsed.withColumn(ROW, row).withColumn(OP, op).withColumn(ERROR, fenced(err))
 
 
-HELD = "__icesink_held"
+HELD = "__icesink_held"  # the order_by value of the row a table holds for a key
 
 
-def skip_older(last: DataFrame, held: DataFrame, spec: ChangeSpec) -> DataFrame:
-    """`last` (one change per key) less the changes older, by `order_by`, than the row the table
-    already holds for their key: a redelivered old change never moves a row backwards. `held` is
-    the table's key and `order_by` columns (the latter as HELD). A change or row without an
-    order value is kept: nothing says it is older."""
-    assert spec.order_by is not None
-    mine = F.col(f"`{spec.order_by}`")
-    joined = last.join(held, on=list(spec.keys), how="left")
-    return joined.where(F.col(HELD).isNull() | mine.isNull() | (mine >= F.col(HELD))).drop(HELD)
-
-
-def last_change_per_key(rows: DataFrame, spec: ChangeSpec, columns: Sequence[str]) -> DataFrame:
-    """One row per key: its last change, by `order_by` (if set), then topic, partition and offset.
-
-    `rows` has `columns` (the table's), OP and the Kafka coordinates. Topic order matters only when
-    one key arrives on several topics of a batch; daily topics sort by their date suffix."""
+def change_order(spec: ChangeSpec) -> list[Column]:
+    """The columns that order a key's changes, most significant first: `order_by` (if set), then
+    the Kafka topic, partition and offset. Topic order matters only when one key arrives on several
+    topics of a batch; daily topics sort by their date suffix. The writer keeps each key's greatest
+    (batch/last_changes.py)."""
     order = [F.col(f"`{spec.order_by}`")] if spec.order_by else []
-    order += [F.col("topic"), F.col("partition"), F.col("offset")]
-    payload = [c for c in [*columns, OP] if c not in spec.keys]
-    last = F.max_by(F.struct(*[F.col(f"`{c}`") for c in payload]), F.struct(*order)).alias("__last")
-    reduced = rows.groupBy(*[F.col(f"`{k}`") for k in spec.keys]).agg(last)
-    return reduced.select(
-        *[F.col(f"`{c}`") if c in spec.keys else F.col(f"__last.`{c}`").alias(c) for c in [*columns, OP]]
-    )
+    return [*order, F.col("topic"), F.col("partition"), F.col("offset")]

@@ -6,9 +6,11 @@ to object storage and yields one small descriptor row per file: a `WrittenFile`,
 committed is an orphan, invisible to readers.
 
 The input columns are: the partition values (as strings, one column per partition field), the
-change operation (CDC tables only), then the table's columns in the table's order. Rows should
-come sorted by partition: a task keeps one file of each kind open and rolls it when the partition
-changes (unsorted input is still correct, only with more files).
+change operation and the changes' order columns (CDC tables only, see WriteTask), then the table's
+columns in the table's order. A CDC task gets every change of its keys and writes each key's last one
+(last_changes.py). Otherwise rows should come sorted by partition: a task keeps one file of each
+kind open and rolls it when the partition changes (unsorted input is still correct, only with more
+files).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from icesink.batch.last_changes import last_per_key, not_older
 from icesink.batch.storage import StorageSettings
 from icesink.batch.worker_imports import freeze_imports, keep_zip_directories
 from icesink.model import WrittenFile
@@ -71,9 +74,14 @@ class WriteTask:
     compression_level: int = 3
     partition_columns: int = 0  # how many leading input columns hold partition values
     # CDC tables: the equality-delete schema (the key columns, with field ids). The input then has
-    # an operation column after the partition values; every row's key goes to the delete file and
-    # the rows whose operation is not D to the data file.
+    # an operation column after the partition values, then `order_columns` columns that order a
+    # key's changes (the first is `order_by`, when the table has one), then, with `held_column`,
+    # the `order_by` value of the row the table holds for the key. Each key's last change, unless
+    # older than that, goes to the writer: its key to the delete file, its row to the data file
+    # unless the operation is D. A task without order columns gets one change per key.
     delete_schema: pa.Schema | None = None
+    order_columns: int = 0
+    held_column: bool = False
     batch_id: int = -1
 
 
@@ -212,7 +220,8 @@ class _TaskWriter:
 
     def __init__(self, task: WriteTask, fs: pafs.FileSystem, folder: str, partition_id: int) -> None:
         self._task = task
-        self._meta = task.partition_columns + (1 if task.delete_schema is not None else 0)
+        changes = 1 + task.order_columns + task.held_column if task.delete_schema is not None else 0
+        self._meta = task.partition_columns + changes
         self._data = _RollingWriter(task, task.arrow_schema, DATA, fs, folder, partition_id)
         self._deletes = (
             _RollingWriter(task, task.delete_schema, DELETES, fs, folder, partition_id)
@@ -220,8 +229,12 @@ class _TaskWriter:
             else None
         )
         names = task.arrow_schema.names
+        self.key_positions: list[int] = []
         if task.delete_schema is not None:
-            self._key_positions = [self._meta + names.index(n) for n in task.delete_schema.names]
+            self.key_positions = [self._meta + names.index(n) for n in task.delete_schema.names]
+        first_order = task.partition_columns + 1
+        self.order_positions = list(range(first_order, first_order + task.order_columns)) if changes else []
+        self.held_position = first_order + task.order_columns if changes and task.held_column else None
 
     def write(self, table: pa.Table) -> None:
         n_data = len(self._task.arrow_schema)
@@ -230,7 +243,7 @@ class _TaskWriter:
             if self._deletes is not None and self._task.delete_schema is not None:
                 op = rows.column(self._task.partition_columns)
                 self._deletes.write(
-                    _cast(rows.select(self._key_positions), self._task.delete_schema, self._task.table), partition
+                    _cast(rows.select(self.key_positions), self._task.delete_schema, self._task.table), partition
                 )
                 data = data.filter(pc.not_equal(op, pa.scalar("D")))
             self._data.write(_cast(data, self._task.arrow_schema, self._task.table), partition)
@@ -246,25 +259,46 @@ class _TaskWriter:
 def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[WrittenFile]:
     """Writes the batches to Parquet files; returns each file, by its full URI."""
     fs, folder = task.storage.filesystem_for(task.data_location)
-    uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
     writer = _TaskWriter(task, fs, folder, partition_id)
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
     try:
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            pending.append(batch)
-            pending_rows += batch.num_rows
-            # Spark's Arrow batches are small; gather them so row groups are not tiny.
-            if pending_rows >= _ROW_GROUP_ROWS:
-                writer.write(pa.Table.from_batches(pending))
-                pending, pending_rows = [], 0
-        if pending:
-            writer.write(pa.Table.from_batches(pending))
+        for rows in _gathered(batches, writer):
+            writer.write(rows)
     finally:
         done = writer.close()
-    return [replace(f, path=uri_prefix + f.path) for f in done]
+    return _uris(done, task)
+
+
+def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterator[pa.Table]:
+    """The task's rows in tables of a row group or more (Spark's Arrow batches are small); a CDC
+    task's as one table of each key's last change, known only once the task has all of its rows
+    (a task of changes already reduced has no order columns)."""
+    if writer.order_positions:
+        changes = [b for b in batches if b.num_rows]
+        if not changes:
+            return
+        last = last_per_key(pa.Table.from_batches(changes), writer.key_positions, writer.order_positions)
+        if writer.held_position is not None:
+            last = not_older(last, writer.order_positions[0], writer.held_position)
+        yield last
+        return
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        pending.append(batch)
+        pending_rows += batch.num_rows
+        if pending_rows >= _ROW_GROUP_ROWS:
+            yield pa.Table.from_batches(pending)
+            pending, pending_rows = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
+
+
+def _uris(files: list[WrittenFile], task: WriteTask) -> list[WrittenFile]:
+    _, folder = task.storage.filesystem_for(task.data_location)
+    uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
+    return [replace(f, path=uri_prefix + f.path) for f in files]
 
 
 def descriptor_batches(files: list[WrittenFile]) -> Iterator[pa.RecordBatch]:

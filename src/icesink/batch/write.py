@@ -1,15 +1,17 @@
-"""Step 4, write, the Spark side: each table's good rows (or last change per key) handed to the
+"""Step 4, write, the Spark side: each table's good rows (or its changes, by key) handed to the
 executors' writer (files.py) through `mapInArrow`, which returns one descriptor per file, never rows.
 
 The rows go in the table's column order with their partition values (computed by Iceberg's own
-transform functions), sorted by partition within each task. The same pass counts the table's bad
-records (an Observation), so a table with none needs no dead-letter pass.
+transform functions), sorted by partition within each task (a writer of changes sorts its own).
+The same pass counts the table's bad records (an Observation), so a table with none needs no
+dead-letter pass.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,18 +97,18 @@ def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: in
     assert w.table is not None  # the prepare step created it
     if w.changes is None:
         return write_rows(ctx, good_rows(parsed, w.target), w.table, w.plan.table, batch_id, query_id)
-    columns = w.target.fieldNames()
     good = parsed.where(F.col(ERROR).isNull()).select(
-        *[F.col(f"{ROW}.`{c}`").alias(c) for c in columns], changes.OP, "topic", "partition", "offset"
+        *[F.col(f"{ROW}.`{c}`").alias(c) for c in w.target.fieldNames()], changes.OP, "topic", "partition", "offset"
     )
-    last = changes.last_change_per_key(good, w.changes, columns)
     held = _held_order(ctx, w)
-    if held is None:
-        return write_rows(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
-    # The batch's own session plans the join (Spark runs each micro-batch in a clone of the job's
-    # session, with dynamic partition pruning off: see job/session.py).
-    last = changes.skip_older(last, held, w.changes)
-    return write_rows(ctx, last, w.table, w.plan.table, batch_id, query_id, w.keys)
+    if held is not None:
+        # The batch's own session plans the join (Spark runs each micro-batch in a clone of the
+        # job's session, with dynamic partition pruning off: see job/session.py).
+        good = good.join(held, on=list(w.keys), how="left")
+    # Every change of a key to the same task, whose writer keeps the key's last change.
+    by_key = good.repartition(*[F.col(f"`{k}`") for k in w.keys])
+    layout = ChangeColumns(w.keys, changes.change_order(w.changes), held=held is not None)
+    return write_rows(ctx, by_key, w.table, w.plan.table, batch_id, query_id, layout)
 
 
 def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
@@ -126,24 +128,39 @@ def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
     return rows.select(*[F.col(f"`{k}`") for k in spec.keys], F.col(f"`{spec.order_by}`").alias(changes.HELD))
 
 
+@dataclass(frozen=True)
+class ChangeColumns:
+    """How an upsert/changelog table's changes reach the writer (files.py, last_changes.py): all of
+    them, hash-partitioned by `keys`, with the change operation, the `order` columns and, with
+    `held`, the HELD column (the order of the row the table holds for the key)."""
+
+    keys: tuple[str, ...]
+    order: Sequence[Column]
+    held: bool = False
+
+
 def write_rows(
     ctx: BatchContext, rows: DataFrame, table: JavaObject, ref: TableRef, batch_id: int, query_id: str,
-    keys: tuple[str, ...] = (),
+    change: ChangeColumns | None = None,
 ) -> list[WrittenFile]:  # fmt: skip
-    """Writes `rows` (the table's columns; with `keys`, also the change operation) as files."""
+    """Writes `rows` (the table's columns; with `change`, every change of an upsert/changelog
+    table, of which the writer keeps each key's last) as files."""
     schema = ctx.catalog.spark_schema(table)
     parts = _partition_values(ctx, table, schema)
     meta = [p.alias(f"__icesink_part_{i}") for i, p in enumerate(parts)]
-    if keys:
+    keys = change.keys if change is not None else ()
+    if change is not None:
         meta.append(F.col(changes.OP))
-    if not keys and rows.columns == schema.fieldNames():
+        meta += [c.alias(f"__icesink_order_{i}") for i, c in enumerate(change.order)]
+        meta += [F.col(changes.HELD)] if change.held else []
+    if change is None and rows.columns == schema.fieldNames():
         rows = rows.select(*meta, F.col("*"))  # already the table's columns: no per-column py4j calls
     else:
         # Columns in the table's order; columns another writer added since decoding stay null.
         have = set(rows.columns)
         columns = [F.col(f"`{f.name}`") if f.name in have else F.lit(None).cast(f.dataType) for f in schema.fields]
         rows = rows.select(*meta, *[c.alias(f.name) for c, f in zip(columns, schema.fields, strict=True)])
-    if parts:
+    if parts and change is None:  # a writer of changes splits its rows by partition itself
         rows = rows.sortWithinPartitions(*[f"__icesink_part_{i}" for i in range(len(parts))])
     arrow_schema = _arrow_schema(ctx, table)
     task = WriteTask(
@@ -156,6 +173,8 @@ def write_rows(
         target_file_size=ctx.config.tables.target_file_size_bytes,
         partition_columns=len(parts),
         delete_schema=pa_schema([arrow_schema.field(k) for k in keys]) if keys else None,
+        order_columns=len(change.order) if change is not None else 0,
+        held_column=change is not None and change.held,
     )
     return [written_file(r) for r in rows.mapInArrow(map_in_arrow_fn(task), DESCRIPTOR_DDL).collect()]
 

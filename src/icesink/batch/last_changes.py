@@ -1,0 +1,52 @@
+"""Executor side: a task's changes reduced to the last change per key, in Arrow.
+
+The rows reach the writer hash-partitioned by key (every change of a key in the same task), each
+with its order columns: the table's `order_by` column if it has one, then the Kafka topic,
+partition and offset. A key's last change is its greatest by those columns, nulls first (Spark's
+`max_by` over the same struct would pick the same one). Reducing here instead of in Spark spares
+the batch the two sorts of a `SortAggregate` on each side of the shuffle (a `max_by` over a struct
+cannot hash-aggregate): 2.83 -> 2.49 s for a 300,000-change batch.
+
+Pure: pyarrow in, pyarrow out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+def last_per_key(rows: pa.Table, keys: Sequence[int], order: Sequence[int]) -> pa.Table:
+    """One row per distinct value of the `keys` columns (positions in `rows`): the greatest by the
+    `order` columns (ascending, nulls first), in the order of `rows`. A null key is a key like any
+    other (the writer refuses it later, as a required column)."""
+    if rows.num_rows <= 1:
+        return rows
+    names = [f"k{i}" for i in range(len(keys))] + [f"o{i}" for i in range(len(order))]
+    by = pa.table([rows.column(i) for i in [*keys, *order]], names=names)
+    indices = pc.sort_indices(by, sort_keys=[(n, "ascending", "at_start") for n in names])
+    sorted_keys = by.select(names[: len(keys)]).take(indices)
+    n = rows.num_rows
+    last = None
+    for column in sorted_keys.columns:
+        this, following = column.slice(0, n - 1), column.slice(1)
+        differs = pc.fill_null(pc.not_equal(this, following), True)
+        # Two nulls are the same key; a null and a value are not (fill_null above).
+        differs = pc.and_not(differs, pc.and_(pc.is_null(this), pc.is_null(following)))
+        last = differs if last is None else pc.or_(last, differs)
+    assert last is not None  # at least one key column, two rows
+    mask = pa.concat_arrays([*last.chunks, pa.array([True])])  # the last row ends the last key
+    chosen = pc.filter(indices, mask)
+    # In input order: a take of ascending positions is ~5x faster than of positions by key.
+    return rows.take(chosen.take(pc.array_sort_indices(chosen)))
+
+
+def not_older(rows: pa.Table, order: int, held: int) -> pa.Table:
+    """`rows` less those whose `order` column is older than the `held` column (the order value of
+    the row the table already holds for the key): a redelivered old change never moves a row
+    backwards. A change or a held row without an order value is kept: nothing says it is older."""
+    mine, theirs = rows.column(order), rows.column(held)
+    older = pc.fill_null(pc.less(mine, theirs), False)
+    return rows.filter(pc.invert(older)) if pc.any(older).as_py() else rows
