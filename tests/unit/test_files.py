@@ -11,7 +11,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from icesink.batch.files import WriteTask, descriptor_batches, dictionary_columns, write_files
+from icesink.batch.files import WriteTask, descriptor_batches, dictionary_columns, split_by_partition, write_files
 from icesink.batch.storage import StorageSettings
 
 SCHEMA = Schema(
@@ -199,6 +199,14 @@ def test_a_reducing_task_skips_a_key_whose_last_change_is_older_than_the_held_ro
     # Key 1: its last change (ts 9) is newer than the table's row (6); key 2's (3) is older than
     # its row (4): skipped; key 3 has no held row: its delete stands.
     assert got == {"data": [1], "deletes": [1, 3]}
+
+
+def test_split_by_two_partition_columns_in_order_of_first_appearance_nulls_included() -> None:
+    rows = pa.table({"a": ["x", None, "x", None, "y"], "b": [None, None, None, "1", "1"], "v": [1, 2, 3, 4, 5]})
+    got = [(value, part.column("v").to_pylist()) for value, part in split_by_partition(rows, 2)]
+    assert got == [(("x", None), [1, 3]), ((None, None), [2]), ((None, "1"), [4]), (("y", "1"), [5])]
+    [(value, whole)] = split_by_partition(rows.filter(pa.array([True, False, True, False, False])), 2)
+    assert (value, whole.num_rows) == (("x", None), 2)
 
 
 def test_an_empty_partition_writes_no_file(tmp_path: Path) -> None:
