@@ -16,6 +16,7 @@ def test_new_table_takes_everything() -> None:
     assert plan.keep_from == {}
     assert plan.next_offsets == {TP("e.20240101", 0): 10, TP("e.20240101", 1): 5}
     assert plan.has_new_records
+    assert plan.records == 15
 
 
 def test_replayed_batch_is_skipped_entirely() -> None:

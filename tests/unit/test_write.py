@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from icesink.batch.plan import plan_table
-from icesink.batch.write import write_failed
+from icesink.batch.write import CHANGES_PER_TASK, write_failed, writer_tasks
 from icesink.errors import WriteError
 from icesink.model import PartitionRange, TableRef
 from icesink.model import TopicPartition as TP
@@ -138,3 +138,11 @@ def test_a_pyarrow_arrow_invalid_is_the_cause() -> None:
 def test_a_long_cause_is_cut_to_500_characters() -> None:
     msg = str(write_failed(plan_table(T, ranges(), {}), ranges(), 1, RuntimeError("x" * 5000)))
     assert "RuntimeError: " + "x" * 486 + ". Nothing" in msg  # 500 characters of cause
+
+
+def test_a_large_batch_of_changes_gets_enough_writer_tasks_to_bound_each() -> None:
+    assert writer_tasks(1_000, 4) == 4
+    assert writer_tasks(4 * CHANGES_PER_TASK, 4) == 4
+    assert writer_tasks(4 * CHANGES_PER_TASK + 1, 4) == 5
+    assert writer_tasks(10_000_000, 4) * CHANGES_PER_TASK >= 10_000_000
+    assert writer_tasks(0, 0) == 1

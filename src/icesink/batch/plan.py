@@ -37,6 +37,9 @@ class TablePlan:
     # The topic-partitions this batch carries for the table.
     batch_tps: tuple[TopicPartition, ...] = field(default=())
     skipped_tps: tuple[TopicPartition, ...] = field(default=())
+    # The batch's offsets for the table: at most this many records (fewer in compacted or
+    # transactional topics, whose offsets have gaps).
+    records: int = 0
 
     @property
     def has_new_records(self) -> bool:
@@ -66,6 +69,7 @@ def plan_table(table: TableRef, ranges: Iterable[PartitionRange], committed: Map
         next_offsets=advance(committed, consumed),
         batch_tps=tuple(sorted(r.tp for r in ranges_list)),
         skipped_tps=tuple(skipped),
+        records=sum(r.records for r in ranges_list),
     )
 
 
