@@ -91,6 +91,10 @@ def test_each_batch_is_one_row_delta_with_its_offsets(spark: SparkSession, big_s
     assert batches == sorted(set(batches)), "one snapshot per batch"
     spec = spark.sql(f"SELECT DISTINCT partition.id_bucket FROM {big_stream.table}.files").collect()
     assert sorted(r.id_bucket for r in spec) == [0, 1, 2, 3]
+    # A small batch's changes go to as few writer tasks as Spark coalesces them into: one data and
+    # one delete file per bucket, not one per shuffle partition and bucket.
+    added = [(int(s["summary"]["added-data-files"]), int(s["summary"]["added-delete-files"])) for s in snaps]
+    assert all(d <= 4 and x <= 4 for d, x in added), added
     kinds = spark.sql(f"SELECT content, count(*) AS n FROM {big_stream.table}.all_delete_files GROUP BY content")
     assert {r.content: r.n for r in kinds.collect()}.keys() == {2}, "equality deletes only"
     catalog = IcebergCatalog(spark, CATALOG)

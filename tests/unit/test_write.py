@@ -141,8 +141,9 @@ def test_a_long_cause_is_cut_to_500_characters() -> None:
 
 
 def test_a_large_batch_of_changes_gets_enough_writer_tasks_to_bound_each() -> None:
-    assert writer_tasks(1_000, 4) == 4
-    assert writer_tasks(4 * CHANGES_PER_TASK, 4) == 4
+    # Up to Spark's shuffle partitions' worth: its own partitioning, which it may coalesce.
+    assert writer_tasks(1_000, 4) is None
+    assert writer_tasks(4 * CHANGES_PER_TASK, 4) is None
     assert writer_tasks(4 * CHANGES_PER_TASK + 1, 4) == 5
-    assert writer_tasks(10_000_000, 4) * CHANGES_PER_TASK >= 10_000_000
-    assert writer_tasks(0, 0) == 1
+    assert (writer_tasks(10_000_000, 4) or 0) * CHANGES_PER_TASK >= 10_000_000
+    assert writer_tasks(CHANGES_PER_TASK + 1, 0) == 2

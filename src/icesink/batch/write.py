@@ -106,8 +106,9 @@ def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: in
         # job's session, with dynamic partition pruning off: see job/session.py).
         good = good.join(held, on=list(w.keys), how="left")
     # Every change of a key to the same task, whose writer keeps the key's last change.
+    by = [F.col(f"`{k}`") for k in w.keys]
     tasks = writer_tasks(w.plan.records, int(ctx.spark.conf.get("spark.sql.shuffle.partitions") or 1))
-    by_key = good.repartition(tasks, *[F.col(f"`{k}`") for k in w.keys])
+    by_key = good.repartition(*by) if tasks is None else good.repartition(tasks, *by)
     layout = ChangeColumns(w.keys, changes.change_order(w.changes), held=held is not None)
     return write_rows(ctx, by_key, w.table, w.plan.table, batch_id, query_id, layout)
 
@@ -119,11 +120,15 @@ def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: in
 CHANGES_PER_TASK = 250_000
 
 
-def writer_tasks(records: int, shuffle_partitions: int) -> int:
-    """How many writer tasks a table's `records` changes go to: Spark's shuffle partitions, more
-    when that would give a task over CHANGES_PER_TASK (a key's changes all go to one task, so a
-    key with more changes than that still makes its task larger)."""
-    return max(shuffle_partitions, 1, -(-records // CHANGES_PER_TASK))
+def writer_tasks(records: int, shuffle_partitions: int) -> int | None:
+    """How many writer tasks a table's `records` changes go to. None: Spark's shuffle partitions,
+    which adaptive execution coalesces for a small batch (one data and one delete file for 1,000
+    changes, not one per partition). More when that would give a task over CHANGES_PER_TASK (a
+    key's changes all go to one task, so a key with more changes than that still makes its task
+    larger)."""
+    if records <= max(shuffle_partitions, 1) * CHANGES_PER_TASK:
+        return None
+    return -(-records // CHANGES_PER_TASK)
 
 
 def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
