@@ -115,7 +115,7 @@ def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: in
 
 # A writer task of changes holds all of them in memory to choose each key's last
 # (last_changes.py); Spark's sort would have spilled. So a batch gets enough tasks that none holds
-# more than this many, however large the batch: a Debezium snapshot's first batch can be the whole
+# many more than this, however large the batch: a Debezium snapshot's first batch can be the whole
 # topic. One batch of 2,000,000 changes: the Python workers' peak 870 MB in 8 tasks, 1,220 MB in 4.
 CHANGES_PER_TASK = 250_000
 
