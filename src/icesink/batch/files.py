@@ -263,13 +263,14 @@ class _TaskWriter:
 def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[WrittenFile]:
     """Writes the batches to Parquet files; returns each file, by its full URI."""
     fs, folder = task.storage.filesystem_for(task.data_location)
+    uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
     writer = _TaskWriter(task, fs, folder, partition_id)
     try:
         for rows in _gathered(batches, writer):
             writer.write(rows)
     finally:
         done = writer.close()
-    return _uris(done, task)
+    return [replace(f, path=uri_prefix + f.path) for f in done]
 
 
 def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterator[pa.Table]:
@@ -297,12 +298,6 @@ def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterato
             pending, pending_rows = [], 0
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def _uris(files: list[WrittenFile], task: WriteTask) -> list[WrittenFile]:
-    _, folder = task.storage.filesystem_for(task.data_location)
-    uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
-    return [replace(f, path=uri_prefix + f.path) for f in files]
 
 
 def descriptor_batches(files: list[WrittenFile]) -> Iterator[pa.RecordBatch]:
