@@ -34,6 +34,42 @@ def test_results_come_in_item_order_and_the_jobs_carry_the_callers_job_group(spa
         context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
 
+def test_each_call_carries_the_callers_properties_of_that_call(spark: SparkSession) -> None:
+    """The pool's threads live across batches: a call's jobs carry the job group and description
+    the calling thread has at that call (each batch's own), not those of an earlier call."""
+    context = spark.sparkContext
+    pool = TablePool(spark, 2)
+    try:
+        seen: dict[str, set[tuple[str | None, str | None, str | None]]] = {}
+        for group in ("batch-1-group", "batch-2-group"):
+            context.setJobGroup(group, f"description of {group}")
+            context.setLocalProperty("spark.sql.execution.id", "7")  # the caller's own, never a thread's
+            jobs = SparkJobs(spark)
+            props: set[tuple[str | None, str | None, str | None]] = set()
+
+            def step(n: int) -> int:
+                props.add(
+                    (
+                        context.getLocalProperty("spark.jobGroup.id"),
+                        context.getLocalProperty("spark.job.description"),
+                        context.getLocalProperty("spark.sql.execution.id"),
+                    )
+                )
+                return spark.range(n).count()
+
+            assert pool.map([3, 4, 5, 6], step) == [3, 4, 5, 6]
+            assert jobs.count() == 4, f"every job of the call carries {group}"
+            seen[group] = props
+            context.setLocalProperty("spark.sql.execution.id", None)  # type: ignore[arg-type]
+        assert seen == {
+            "batch-1-group": {("batch-1-group", "description of batch-1-group", None)},
+            "batch-2-group": {("batch-2-group", "description of batch-2-group", None)},
+        }
+    finally:
+        pool.close()
+        context.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
 def test_a_failure_lets_every_other_call_finish_and_the_first_in_item_order_is_raised(spark: SparkSession) -> None:
     pool = TablePool(spark, 4)
     finished: list[int] = []
