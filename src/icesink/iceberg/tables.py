@@ -20,7 +20,7 @@ from pyspark.sql.types import StructField, StructType
 from icesink.errors import CommitError
 from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult, commit_files
-from icesink.iceberg.jvm import JavaObject, jsession, jvm, string_array
+from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
 from icesink.model import Offsets, TableRef, WrittenFile
 from icesink.schema import partitioning
@@ -149,15 +149,16 @@ class IcebergCatalog:
         return b.build()
 
     def partition_fields(self, table: JavaObject) -> list[PartitionField]:
+        fields = java_list(table.spec().fields())
+        if not fields:
+            return []
         schema = table.schema()
-        return [
-            partitioning.from_iceberg(str(f.transform()), str(schema.findColumnName(f.sourceId())))
-            for f in table.spec().fields()
-        ]
+        return [partitioning.from_iceberg(str(f.transform()), str(schema.findColumnName(f.sourceId()))) for f in fields]
 
     def identifier_columns(self, table: JavaObject) -> list[str]:
         schema = table.schema()
-        return sorted(str(schema.findColumnName(i)) for i in schema.identifierFieldIds())
+        ids = java_list(self._jvm.java.util.ArrayList(schema.identifierFieldIds()))
+        return sorted(str(schema.findColumnName(i)) for i in ids)
 
     def spark_schema(self, table: JavaObject) -> StructType:
         jstruct = self._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
@@ -181,7 +182,12 @@ class IcebergCatalog:
         self._count(1)
         table.refresh()
         schema = table.schema()
-        have = {str(n) for n in ice.types.TypeUtil.indexByName(schema.asStruct()).keySet()}
+        have = {
+            str(n)
+            for n in java_list(
+                self._jvm.java.util.ArrayList(ice.types.TypeUtil.indexByName(schema.asStruct()).keySet())
+            )
+        }
         identifiers = set(self.identifier_columns(table))
         todo_add = [c for c in add if c.path not in have]
         todo_widen = []
