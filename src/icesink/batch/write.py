@@ -22,7 +22,7 @@ from pyspark.sql.types import BinaryType, StructType, TimestampNTZType, Timestam
 
 from icesink.batch import changes
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import ERROR, ROW, good_rows, is_pending
+from icesink.batch.decode import ERROR, ROW, fixed, good_rows, is_pending
 from icesink.batch.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
 from icesink.batch.plan import TablePlan
 from icesink.batch.seen_schemas import observed_refs
@@ -71,10 +71,9 @@ def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -
     """Writes the table's good rows; the same pass counts its bad and pending records and the
     writer schemas it read."""
     counted = Observation()
-    err = F.col(ERROR)
     metrics = [
-        F.count_if(err.isNotNull() & ~is_pending(err)).alias("bad"),
-        F.count_if(is_pending(err)).alias("pending"),
+        fixed("count bad", lambda: F.count_if(F.col(ERROR).isNotNull() & ~is_pending()).alias("bad")),
+        fixed("count pending", lambda: F.count_if(is_pending()).alias("pending")),
     ]
     refs = ctx.decoder.plan_column() is not None or (
         ctx.key_decoder is not None and ctx.key_decoder.plan_column() is not None

@@ -14,6 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
@@ -48,6 +49,17 @@ class ExpressionMemo(Generic[_T]):
             if len(self._items) > self._capacity:
                 self._items.popitem(last=False)
         return built
+
+
+_FIXED: ExpressionMemo[Column] = ExpressionMemo(capacity=4096)
+
+
+def fixed(key: Hashable, build: Callable[[], Column]) -> Column:
+    """The expression `build` makes, which depends on nothing but `key`, built once per Spark
+    context: each build is several JVM calls, and a batch of a few hundred tables asks for the
+    same few (an error struct, a pending check) thousands of times. An expression is an immutable
+    JVM object, shared by every DataFrame and thread that uses it."""
+    return _FIXED.get((id(SparkContext._active_spark_context), key), build)
 
 
 @dataclass(frozen=True)
@@ -119,18 +131,28 @@ def pending() -> Column:
     return error(PENDING, "NewSchema", "a writer schema this pass did not know")
 
 
-def is_pending(err: Column) -> Column:
-    """Whether `err` (a record's ERROR) marks it pending; false for a null (a decoded record)."""
+def is_pending(err: Column | str = ERROR) -> Column:
+    """Whether `err` (a record's ERROR, or the column of that name) marks it pending; false for a
+    null (a decoded record)."""
+    if isinstance(err, str):
+        return fixed(("is_pending", err), lambda: is_pending(F.col(err)))
     return F.coalesce(err["stage"] == PENDING, F.lit(False))
 
 
 def error(stage: str, error_class: str, message: Column | str) -> Column:
-    msg = message if isinstance(message, Column) else F.lit(message)
-    return F.struct(F.lit(stage).alias("stage"), F.lit(error_class).alias("error_class"), msg.alias("message"))
+    if isinstance(message, str):
+        return fixed(("error", stage, error_class, message), lambda: _error(stage, error_class, F.lit(message)))
+    return _error(stage, error_class, message)
+
+
+def _error(stage: str, error_class: str, message: Column) -> Column:
+    kind = fixed(("error kind", stage), lambda: F.lit(stage).alias("stage"))
+    cls = fixed(("error class", error_class), lambda: F.lit(error_class).alias("error_class"))
+    return F.struct(kind, cls, message.alias("message"))
 
 
 def no_error() -> Column:
-    return F.lit(None).cast(ERROR_TYPE)
+    return fixed("no_error", lambda: F.lit(None).cast(ERROR_TYPE))
 
 
 def fenced(err: Column) -> Column:
@@ -145,13 +167,16 @@ def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
     """The rows that decoded, as the target's columns in the target's order."""
     good = parsed.where(F.col(ERROR).isNull())
     row = parsed.schema[ROW].dataType
-    if isinstance(row, StructType) and row.fieldNames() == target.fieldNames():
+    names, want = (row.fieldNames(), target.fieldNames()) if isinstance(row, StructType) else ([], [])
+    if want and names[: len(want)] == want:
         # One expression instead of two per column: each is a few py4j calls, which a table of a
-        # few dozen columns pays on every batch (~0.05 s).
-        return good.select(F.col(f"{ROW}.*"))
+        # few dozen columns pays on every batch (~0.05 s). A parse's row can end in its corrupt-record
+        # column, which is dropped.
+        rows = good.select(fixed("row.*", lambda: F.col(f"{ROW}.*")))
+        return rows.drop(*names[len(want) :]) if len(names) > len(want) else rows
     return good.select(*[F.col(f"{ROW}.`{f.name}`").alias(f.name) for f in target.fields])
 
 
 def bad_records(parsed: DataFrame) -> DataFrame:
     """The records that failed to decode (not those left pending for a second pass)."""
-    return parsed.where(F.col(ERROR).isNotNull() & ~is_pending(F.col(ERROR)))
+    return parsed.where(fixed("bad", lambda: F.col(ERROR).isNotNull() & ~is_pending()))

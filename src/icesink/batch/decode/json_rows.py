@@ -101,10 +101,9 @@ class InspectedJson:
             # The same for every batch with the same table schema and inferred types: built once.
             inferred = self._inferred.json() if self._inferred is not None else None
             key = (target.json(), inferred, self._envelope, self._src, self._guessed)
-            plain, row, reason = self._memo.get(key, lambda: self._plain(target))
-            # Fenced (see `Inspected.parse`): unfenced, a filter on it put from_json in the plan 9 times.
+            plain, row, reason = self._memo.get(key, lambda: self._plain_columns(target))
             parsed = self._records.withColumn(_PLAIN, plain)
-            return parsed.select(*columns, row.alias(ROW), fenced(reason).alias(ERROR))
+            return parsed.select(*columns, row, reason)
         h = F.col(_HASH)
         decoded, converted = [], []
         for i, s in enumerate(self._schemas):
@@ -148,6 +147,12 @@ class InspectedJson:
         step = step.select(*columns, _HASH, *plain_column, *decoded)
         step = step.select("*", *converted)
         return step.select(*columns, out.alias(ROW), fenced(reason).alias(ERROR))
+
+    def _plain_columns(self, target: StructType) -> tuple[Column, Column, Column]:
+        """`_plain`, with the row and the error as the ROW and ERROR columns."""
+        plain, row, reason = self._plain(target)
+        # Fenced (see `Inspected.parse`): unfenced, a filter on it put from_json in the plan 9 times.
+        return plain, row.alias(ROW), fenced(reason).alias(ERROR)
 
     def _plain(self, target: StructType) -> tuple[Column, Column, Column]:
         """The parsed helper column, the row and the error of records without a Connect schema."""

@@ -107,9 +107,9 @@ def decode_table(
         parsed = parsed.withColumn(ERROR, F.coalesce(F.col(ERROR), key_error))
     if planned.guessed:
         # Pending on either side: the whole record waits for the second pass.
-        waits = is_pending(F.col(ERROR))
+        waits = is_pending(ERROR)
         if key_type is not None:
-            waits = waits | is_pending(F.col(KEY_ERROR))
+            waits = waits | is_pending(KEY_ERROR)
         parsed = parsed.withColumn(ERROR, F.when(waits, pending()).otherwise(F.col(ERROR)))
     parsed = parsed.drop(KEY_ROW, KEY_ERROR)
     return TableWork(plan, table, target, parsed, settings, spec, records, planned)
