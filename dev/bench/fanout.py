@@ -64,9 +64,12 @@ def batches(spark: Any, config: Config, topics: list[str], per_topic: int, repea
     from icesink.job.query import Job
 
     measured: list[BatchTimings] = []
+    # One job for every round, as a running stream keeps its batch handler (its decoders' memos,
+    # the writer schemas it saw, its driver threads) from batch to batch; each round is a query
+    # of its own only so that it is exactly one batch.
+    job = Job(spark, config)
     for round_ in range(repeat + 1):
         produce_round(topics, per_topic, round_ * per_topic)
-        job = Job(spark, config)
         seen: list[BatchTimings] = []
         job.handler.on_timings = seen.append
         job.run()
