@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from icesink.batch.decode import fixed
+
 if TYPE_CHECKING:
     from icesink.batch.decode import Decoder
 
@@ -52,7 +54,7 @@ def with_schema_refs(records: DataFrame, decoder: Decoder, key_decoder: Decoder 
     """`records` with the value's and the key's schema reference (null where a decoder has none)."""
     value = decoder.plan_column()
     key = key_decoder.plan_column() if key_decoder is not None else None
-    none = F.lit(None).cast("binary")
+    none = fixed("no ref", lambda: F.lit(None).cast("binary"))
     return records.withColumns({VALUE_REF: none if value is None else value, KEY_REF: none if key is None else key})
 
 

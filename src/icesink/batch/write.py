@@ -79,7 +79,7 @@ def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -
         ctx.key_decoder is not None and ctx.key_decoder.plan_column() is not None
     )
     if refs:
-        metrics.append(observed_refs().alias("refs"))
+        metrics.append(fixed("observed refs", lambda: observed_refs().alias("refs")))
     files = _write_good(ctx, w, w.parsed.observe(counted, *metrics), batch_id, query_id)
     seen = observed(counted)
     return Written(
@@ -173,7 +173,8 @@ def write_rows(
         meta += [c.alias(f"__icesink_order_{i}") for i, c in enumerate(change.order)]
         meta += [F.col(changes.HELD)] if change.held else []
     if change is None and rows.columns == schema.fieldNames():
-        rows = rows.select(*meta, F.col("*"))  # already the table's columns: no per-column py4j calls
+        if meta:  # already the table's columns: no per-column py4j calls (and none at all without meta)
+            rows = rows.select(*meta, fixed("*", lambda: F.col("*")))
     else:
         # Columns in the table's order; columns another writer added since decoding stay null.
         have = set(rows.columns)

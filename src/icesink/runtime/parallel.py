@@ -30,7 +30,9 @@ POOL_PREFIX = "icesink-table-"
 def _properties_template(spark: SparkSession) -> Any:
     """A JVM copy of the calling thread's local properties, without those a thread must not share.
     Copied in the JVM: one py4j call per property (~30 of them) per table was the largest cost of
-    a batch routed to 50 tables."""
+    a batch routed to 50 tables. `Utils.cloneProperties` and `SparkContext.setLocalProperties` are
+    Spark-internal: a Spark without them fails every multi-table batch at once (py4j cannot find
+    the method), and tests/spark/test_parallel.py pins what they do."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     props = jvm.org.apache.spark.util.Utils.cloneProperties(spark.sparkContext._jsc.sc().getLocalProperties())

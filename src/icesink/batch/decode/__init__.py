@@ -58,8 +58,9 @@ def fixed(key: Hashable, build: Callable[[], Column]) -> Column:
     """The expression `build` makes, which depends on nothing but `key`, built once per Spark
     context: each build is several JVM calls, and a batch of a few hundred tables asks for the
     same few (an error struct, a pending check) thousands of times. An expression is an immutable
-    JVM object, shared by every DataFrame and thread that uses it."""
-    return _FIXED.get((id(SparkContext._active_spark_context), key), build)
+    JVM object, shared by every DataFrame and thread that uses it. (The key holds the context
+    itself, not its id, which a later context could reuse.)"""
+    return _FIXED.get((SparkContext._active_spark_context, key), build)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def fenced(err: Column) -> Column:
     from bad records stay above it instead of being pushed down with every alias inlined, which
     for a deep decode (a Connect envelope, then change classification) multiplies the plan until
     the driver runs out of memory. Costs one partition-id read per record."""
-    return F.when(F.spark_partition_id() >= 0, err)
+    return F.when(fixed("fence", lambda: F.spark_partition_id() >= 0), err)
 
 
 def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
