@@ -10,9 +10,9 @@ import pytest
 from py4j import clientserver
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from icesink.batch.decode import ERROR, ROW, error, fixed, good_rows, is_pending, no_error, pending
+from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, error, fixed, good_rows, is_pending, no_error, pending
 from icesink.iceberg.jvm import java_list
 from icesink.schema.evolution import CORRUPT_COLUMN
 
@@ -81,12 +81,8 @@ def test_good_rows_drop_the_parse_s_trailing_corrupt_record_column(spark: SparkS
     row = StructType([*target.fields, StructField(CORRUPT_COLUMN, StringType())])
     parsed = spark.createDataFrame(
         [((1, "a", None), None), ((2, None, '{"id": "x"}'), ("decode", "TypeMismatch", "m"))],
-        StructType([StructField(ROW, row), StructField(ERROR, no_error_type(spark))]),
+        StructType([StructField(ROW, row), StructField(ERROR, ERROR_TYPE)]),
     )
     good = good_rows(parsed, target)
     assert good.columns == ["id", "name"]
     assert [tuple(r) for r in good.collect()] == [(1, "a")]
-
-
-def no_error_type(spark: SparkSession) -> DataType:
-    return spark.range(1).select(no_error().alias("e")).schema["e"].dataType

@@ -22,7 +22,7 @@ from pyspark.sql.types import BinaryType, StructType, TimestampNTZType, Timestam
 
 from icesink.batch import changes
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import ERROR, ROW, fixed, good_rows, is_pending
+from icesink.batch.decode import ERROR, ROW, fixed, good_rows, is_bad, is_pending
 from icesink.batch.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
 from icesink.batch.plan import TablePlan
 from icesink.batch.seen_schemas import observed_refs
@@ -72,7 +72,7 @@ def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -
     writer schemas it read."""
     counted = Observation()
     metrics = [
-        fixed("count bad", lambda: F.count_if(F.col(ERROR).isNotNull() & ~is_pending()).alias("bad")),
+        fixed("count bad", lambda: F.count_if(is_bad()).alias("bad")),
         fixed("count pending", lambda: F.count_if(is_pending()).alias("pending")),
     ]
     refs = ctx.decoder.plan_column() is not None or (

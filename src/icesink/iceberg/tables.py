@@ -157,8 +157,11 @@ class IcebergCatalog:
 
     def identifier_columns(self, table: JavaObject) -> list[str]:
         schema = table.schema()
-        ids = java_list(self._jvm.java.util.ArrayList(schema.identifierFieldIds()))
-        return sorted(str(schema.findColumnName(i)) for i in ids)
+        return sorted(str(schema.findColumnName(i)) for i in self._elements(schema.identifierFieldIds()))
+
+    def _elements(self, collection: JavaObject) -> list[Any]:
+        """The elements of any java.util.Collection (see `java_list`), in its iteration order."""
+        return java_list(self._jvm.java.util.ArrayList(collection))
 
     def spark_schema(self, table: JavaObject) -> StructType:
         jstruct = self._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(table.schema())
@@ -182,12 +185,7 @@ class IcebergCatalog:
         self._count(1)
         table.refresh()
         schema = table.schema()
-        have = {
-            str(n)
-            for n in java_list(
-                self._jvm.java.util.ArrayList(ice.types.TypeUtil.indexByName(schema.asStruct()).keySet())
-            )
-        }
+        have = {str(n) for n in self._elements(ice.types.TypeUtil.indexByName(schema.asStruct()).keySet())}
         identifiers = set(self.identifier_columns(table))
         todo_add = [c for c in add if c.path not in have]
         todo_widen = []

@@ -27,15 +27,13 @@ _NOT_INHERITED = ("spark.sql.execution.id", "spark.sql.execution.root.id", "spar
 POOL_PREFIX = "icesink-table-"
 
 
-def _properties_template(spark: SparkSession) -> Any:
+def _properties_template(spark: SparkSession, utils: Any) -> Any:
     """A JVM copy of the calling thread's local properties, without those a thread must not share.
     Copied in the JVM: one py4j call per property (~30 of them) per table was the largest cost of
     a batch routed to 50 tables. `Utils.cloneProperties` and `SparkContext.setLocalProperties` are
     Spark-internal: a Spark without them fails every multi-table batch at once (py4j cannot find
     the method), and tests/spark/test_parallel.py pins what they do."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    props = jvm.org.apache.spark.util.Utils.cloneProperties(spark.sparkContext._jsc.sc().getLocalProperties())
+    props = utils.cloneProperties(spark.sparkContext._jsc.sc().getLocalProperties())
     for name in _NOT_INHERITED:
         props.remove(name)
     return props
@@ -64,10 +62,10 @@ class TablePool:
                 if on_done is not None:
                     on_done(i)
             return out
-        template = _properties_template(self._spark)
         jvm, sc = self._spark.sparkContext._jvm, self._spark.sparkContext._jsc.sc()
         assert jvm is not None
-        utils = jvm.org.apache.spark.util.Utils  # resolved once: each lookup is a py4j call
+        utils = jvm.org.apache.spark.util.Utils
+        template = _properties_template(self._spark, utils)
         call = object()  # this call's properties are set at most once per thread
 
         def run(item: T) -> R:

@@ -178,6 +178,11 @@ def good_rows(parsed: DataFrame, target: StructType) -> DataFrame:
     return good.select(*[F.col(f"{ROW}.`{f.name}`").alias(f.name) for f in target.fields])
 
 
+def is_bad() -> Column:
+    """Whether a record failed to decode (not one left pending for a second pass)."""
+    return fixed("is_bad", lambda: F.col(ERROR).isNotNull() & ~is_pending())
+
+
 def bad_records(parsed: DataFrame) -> DataFrame:
     """The records that failed to decode (not those left pending for a second pass)."""
-    return parsed.where(fixed("bad", lambda: F.col(ERROR).isNotNull() & ~is_pending()))
+    return parsed.where(is_bad())
