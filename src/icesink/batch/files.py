@@ -16,7 +16,7 @@ files).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,10 +40,10 @@ _DESCRIPTOR_TYPES = {
     "partition": ("array<string>", pa.list_(pa.string())),
     "footer": ("binary", pa.binary()),
 }
-_DESCRIPTOR_FIELDS = list(WrittenFile.__annotations__)  # its fields, in order
-DESCRIPTOR_DDL = ", ".join(f"{name} {_DESCRIPTOR_TYPES[name][0]}" for name in _DESCRIPTOR_FIELDS)
+DESCRIPTOR_FIELDS = list(WrittenFile.__annotations__)  # its fields, in order
+DESCRIPTOR_DDL = ", ".join(f"{name} {_DESCRIPTOR_TYPES[name][0]}" for name in DESCRIPTOR_FIELDS)
 DATA, DELETES = "data", "deletes"
-_ROW_GROUP_ROWS = 256 * 1024
+ROW_GROUP_ROWS = 256 * 1024
 # A column's dictionary stops growing at this size and the rest of its row group is written plain.
 # pyarrow's default (1 MB) lets a column of mostly distinct strings (uuids, free text, URLs with
 # ids) fill a whole dictionary first, whose bit-packed indices then compress far worse than the
@@ -148,7 +148,7 @@ class _RollingWriter:
                 store_schema=False,
                 metadata_collector=self._footers,
             )
-        self._writer.write_table(table, row_group_size=_ROW_GROUP_ROWS)
+        self._writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
         self._rows += table.num_rows
         assert self._sink is not None
         if self._sink.tell() >= self._task.target_file_size:
@@ -260,17 +260,31 @@ class _TaskWriter:
         return self._data.done
 
 
+class TableFiles:
+    """One task's files of one table: rows in (input columns as the module's doc says), files out."""
+
+    def __init__(self, task: WriteTask, partition_id: int) -> None:
+        fs, folder = task.storage.filesystem_for(task.data_location)
+        self._uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
+        self.writer = _TaskWriter(task, fs, folder, partition_id)
+
+    def write(self, rows: pa.Table) -> None:
+        self.writer.write(rows)
+
+    def close(self) -> list[WrittenFile]:
+        """Closes the open files; every file written, by its full URI."""
+        return [replace(f, path=self._uri_prefix + f.path) for f in self.writer.close()]
+
+
 def write_files(task: WriteTask, batches: Iterator[pa.RecordBatch], partition_id: int) -> list[WrittenFile]:
     """Writes the batches to Parquet files; returns each file, by its full URI."""
-    fs, folder = task.storage.filesystem_for(task.data_location)
-    uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
-    writer = _TaskWriter(task, fs, folder, partition_id)
+    files = TableFiles(task, partition_id)
     try:
-        for rows in _gathered(batches, writer):
-            writer.write(rows)
+        for rows in _gathered(batches, files.writer):
+            files.write(rows)
     finally:
-        done = writer.close()
-    return [replace(f, path=uri_prefix + f.path) for f in done]
+        done = files.close()
+    return done
 
 
 def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterator[pa.Table]:
@@ -293,7 +307,7 @@ def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterato
             continue
         pending.append(batch)
         pending_rows += batch.num_rows
-        if pending_rows >= _ROW_GROUP_ROWS:
+        if pending_rows >= ROW_GROUP_ROWS:
             yield pa.Table.from_batches(pending)
             pending, pending_rows = [], 0
     if pending:
@@ -303,13 +317,15 @@ def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterato
 def descriptor_batches(files: list[WrittenFile]) -> Iterator[pa.RecordBatch]:
     """The files as descriptor rows (`DESCRIPTOR_DDL`), one Arrow batch."""
     if files:
-        yield pa.RecordBatch.from_arrays(
-            [
-                pa.array([_descriptor_value(getattr(f, n)) for f in files], _DESCRIPTOR_TYPES[n][1])
-                for n in _DESCRIPTOR_FIELDS
-            ],
-            names=_DESCRIPTOR_FIELDS,
-        )
+        yield pa.RecordBatch.from_arrays(descriptor_columns(files), names=DESCRIPTOR_FIELDS)
+
+
+def descriptor_columns(files: Sequence[WrittenFile | None]) -> list[pa.Array]:
+    """The descriptor columns of `files`, in `DESCRIPTOR_DDL` order (all nulls for a None)."""
+    return [
+        pa.array([_descriptor_value(getattr(f, n)) if f is not None else None for f in files], _DESCRIPTOR_TYPES[n][1])
+        for n in DESCRIPTOR_FIELDS
+    ]
 
 
 def _descriptor_value(value: Any) -> Any:

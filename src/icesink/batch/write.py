@@ -80,7 +80,7 @@ def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -
     )
     if refs:
         metrics.append(fixed("observed refs", lambda: observed_refs().alias("refs")))
-    files = _write_good(ctx, w, w.parsed.observe(counted, *metrics), batch_id, query_id)
+    files = _write_good(ctx, w, w.decoded.observe(counted, *metrics), batch_id, query_id)
     seen = observed(counted)
     return Written(
         w,
@@ -88,7 +88,7 @@ def write_table(ctx: BatchContext, w: TableWork, batch_id: int, query_id: str) -
         bad=None if seen is None else int(seen["bad"]),
         pending=None if seen is None else int(seen["pending"]),
         refs=list(seen.get("refs") or []) if seen is not None else [],
-        passes=(w.parsed,),
+        passes=(w.decoded,),
     )
 
 
@@ -182,11 +182,11 @@ def write_rows(
         rows = rows.select(*meta, *[c.alias(f.name) for c, f in zip(columns, schema.fields, strict=True)])
     if parts and change is None:  # a writer of changes splits its rows by partition itself
         rows = rows.sortWithinPartitions(*[f"__icesink_part_{i}" for i in range(len(parts))])
-    arrow_schema = _arrow_schema(ctx, table)
+    arrow_schema = table_arrow_schema(ctx, table)
     task = WriteTask(
         table=str(ref),
         arrow_schema=arrow_schema,
-        data_location=_data_location(table),
+        data_location=data_location(table),
         file_prefix=f"{query_id[:8]}-{batch_id:08d}",
         batch_id=batch_id,
         storage=ctx.storage,
@@ -224,14 +224,14 @@ def _partition_values(ctx: BatchContext, table: JavaObject, schema: StructType) 
     return out
 
 
-def _arrow_schema(ctx: BatchContext, table: JavaObject) -> Any:
+def table_arrow_schema(ctx: BatchContext, table: JavaObject) -> Any:
     from pyiceberg.io.pyarrow import schema_to_pyarrow
     from pyiceberg.schema import Schema
 
     return schema_to_pyarrow(Schema.model_validate_json(ctx.catalog.schema_json(table)))
 
 
-def _data_location(table: JavaObject) -> str:
+def data_location(table: JavaObject) -> str:
     # The table's location provider decides where data goes (write.data.path, object storage
     # layout); ask it for a file name and keep the folder.
     probe = str(table.locationProvider().newDataLocation("icesink-probe"))
@@ -256,17 +256,22 @@ def observed(observation: Observation, wait_s: float = 10.0) -> dict[str, Any] |
 _CAUSE = re.compile(r"^(?:: )?(?:[\w.]+\.)?(\w+(?:Error|Exception|Invalid): .+)$", re.MULTILINE)
 
 
+def error_cause(e: BaseException) -> str:
+    """What went wrong on an executor, in one line: the innermost exception line of a Spark job's
+    failure (a Python worker's error comes last), not a JVM stack trace."""
+    text = str(e)
+    found = [m for m in _CAUSE.findall(text) if not m.startswith(("Py4JJavaError", "PythonException"))]
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return found[-1].strip() if found else f"{type(e).__name__}: {first}"
+
+
 def write_failed(plan: TablePlan, ranges: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
     """The error that ends a batch whose write failed on an executor: the table, its topic-partitions
     and offsets, the cause in one line (not a JVM stack trace) and what to do."""
     tps = set(plan.batch_tps)
     mine = [r for r in ranges if r.tp in tps]
     where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in mine) or "no records"
-    text = str(e)
-    # The innermost exception line that says what went wrong (a Python worker's error comes last).
-    found = [m for m in _CAUSE.findall(text) if not m.startswith(("Py4JJavaError", "PythonException"))]
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    cause = found[-1].strip() if found else f"{type(e).__name__}: {first}"
+    cause = error_cause(e)
     return WriteError(
         f"batch {batch_id}: writing table {plan.table} failed ({where}): {cause[:500]}. Nothing of this batch "
         "was committed; the job runs it again on restart. If it fails again the same way, the cause is in "
