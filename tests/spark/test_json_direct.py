@@ -1,0 +1,101 @@
+"""The one-pass JSON decoder (decode/json_direct.py) against Spark's: every record it takes, Spark's
+guessed decode (the path it stands in for) takes too, as the same row."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, StringType, StructField, StructType
+
+from icesink.batch.decode import ERROR, ROW
+from icesink.batch.decode.json import JsonDecoder
+from icesink.batch.decode.json_direct import DirectRows, direct_columns
+from tests.support.frames import kafka_records
+
+SHAPE = StructType(
+    [
+        StructField("id", LongType()),
+        StructField("amount", DoubleType()),
+        StructField("name", StringType()),
+        StructField("ok", BooleanType()),
+        StructField("tags", ArrayType(StringType())),
+        StructField("nums", ArrayType(LongType())),
+    ]
+)
+
+TAKEN: list[bytes] = [
+    b'{"id": 1, "amount": 2.5, "name": "a", "ok": true, "tags": ["x", null], "nums": [1, -2]}',
+    b'{"id": -0, "amount": 3}',
+    b'{"amount": 1e3, "ok": false}',
+    b'{"amount": -1.5e-300, "nums": []}',
+    b'{"amount": 0.1}',
+    b'{"amount": 9007199254740992}',
+    b'{"amount": NaN}',
+    b'{"name": "\\u00e9\\n\\u0000 \\ud83d\\ude00 \xc3\xa9"}',
+    b'{"id": null, "tags": null, "name": null}',
+    b"{}",
+    b'\x00\x00\x00\x00\x07{"id": 7}',
+    b'  {"id": 8}\n',
+    b'{"id": 9223372036854775807}',
+    b'{"id": -9223372036854775808}',
+    b'{"id": 9, "id": 10}',
+]
+
+DECLINED: list[bytes | None] = [
+    b'{"id": 1.0}',  # Spark: not a long
+    b'{"id": "1"}',
+    b'{"id": 9223372036854775808}',
+    b'{"id": true}',
+    b'{"name": 5}',  # Spark takes it as the text "5": this decoder leaves such a record to Spark
+    b'{"name": {"a": 1}}',
+    b'{"extra": 1}',  # a new column: Spark's pass leaves it pending, for the second pass
+    b'{"ID": 1}',
+    b'{"amount": Infinity}',
+    b'{"amount": 1e999}',
+    b'{"amount": 9007199254740993}',
+    b'{"amount": "1.5"}',
+    b'{"tags": ["a", 1]}',
+    b'{"nums": [1, 2.5]}',
+    b'{"nums": 1}',
+    b"[1]",
+    b'"x"',
+    b"null",
+    b"",
+    None,
+    b"not json",
+    b'{"id": 1} x',
+    b"\xff\xfe{}",
+    b'\xef\xbb\xbf{"id": 1}',  # a byte order mark
+]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b and type(a) is type(b))
+
+
+def test_every_record_it_takes_spark_decodes_to_the_same_row(spark: SparkSession) -> None:
+    columns = direct_columns(SHAPE)
+    assert columns is not None
+    rows = DirectRows(columns)
+    taken = [v for v in [*TAKEN, *DECLINED] if rows.add(v)]
+    assert taken == TAKEN, "takes exactly the records it is sure of"
+    batch = rows.take()
+    assert batch is not None
+    direct = batch.to_pylist()
+
+    inspected = JsonDecoder(spark).inspect(kafka_records(spark, TAKEN), SHAPE, guessed=True)
+    decoded = inspected.parse(SHAPE).orderBy("offset").collect()
+    assert [r[ERROR] for r in decoded] == [None] * len(TAKEN), "Spark's pass takes every one of them"
+    for value, mine, theirs in zip(TAKEN, direct, decoded, strict=True):
+        row = theirs[ROW].asDict(recursive=True)
+        for name in SHAPE.fieldNames():
+            a, b = mine[name], row[name]
+            if isinstance(a, list) and isinstance(b, list):
+                assert len(a) == len(b), value
+                assert all(_same(x, y) for x, y in zip(a, b, strict=True)), value
+            else:
+                assert _same(a, b) or (a is None and b is None), (value, name, a, b)
