@@ -28,6 +28,7 @@ STEPS = {
     "read": "read (Kafka, cache, plan aggregate)",
     "ranges": "ranges (Spark's offset ranges)",
     "plan": "plan",
+    "direct": "direct (JSON decode and write, one job)",
     "decode": "decode (driver)",
     "prepare": "prepare",
     "write": "write (executors)",

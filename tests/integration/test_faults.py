@@ -96,6 +96,43 @@ def test_crash_at_the_worst_moments_replays_once(
         assert orphans, "the killed batch wrote files; they stay unreferenced (`icesink maintain` removes them)"
 
 
+@pytest.mark.parametrize("point", ["mid-write", "executor-write"])
+def test_a_crash_after_the_one_pass_job_wrote_the_tables_files_replays_once(
+    point: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Plain JSON into existing tables: one Spark job wrote every table's files (batch/direct.py)
+    and the job dies before any commit (mid-write), or a Python worker dies right after writing
+    its files (executor-write)."""
+    orders, refunds = scenario.topic("orders"), scenario.topic("refunds")
+    create_topics(orders, refunds)
+    ledger = Ledger()
+    ledger.good(orders, 40)
+    ledger.good(refunds, 30)
+    config = scenario.write_config(tmp_path / "job.yaml")
+    assert run_cli(config).returncode == 0  # batch 0 creates the tables (Spark's decoder: no table yet)
+    tables = [scenario.table("orders"), scenario.table("refunds")]
+    ledger.good(orders, 25)
+    ledger.good(refunds, 35)
+
+    crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
+    if point == "executor-write":  # the task failed: the job names the tables and exits
+        assert crashed.returncode == 1, crashed.stderr[-3000:]
+        assert f"writing tables {scenario.namespace}.{scenario.prefix}_orders" in crashed.stderr
+        assert "in one pass failed" in crashed.stderr
+    else:
+        assert crashed.returncode in KILLED, crashed.stderr[-3000:]
+    assert {t: len(snapshots(spark, t)) for t in tables} == dict.fromkeys(tables, 1), "batch 1 committed nothing"
+    stored_before = set().union(*(oracle.data_files_in_storage(spark, t) for t in tables))
+
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"batch 1 timings: .*direct", resumed.stderr), "the replay took the one-pass job too"
+    for table, topic in zip(tables, (orders, refunds), strict=True):
+        oracle.check(spark, ledger, table, [topic], dead_letters(scenario), scenario.checkpoint)
+    referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in tables))
+    assert stored_before - referenced, "the killed batch's files stay unreferenced (`icesink maintain` removes them)"
+
+
 # ---------------------------------------------------------------- 3: lost or corrupt checkpoint
 
 

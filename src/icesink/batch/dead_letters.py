@@ -69,7 +69,7 @@ def bad_sources(
     for w in work:
         done = by_table.get(w.plan.table)
         if done is None:
-            out.append((str(w.plan.table), bad_records(w.parsed)))
+            out.append((str(w.plan.table), bad_records(w.decoded)))
         elif done.bad != 0:
             out += [(str(w.plan.table), bad_records(p)) for p in done.passes]
     return out + unrouted

@@ -20,6 +20,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_dead_letters
 from icesink.batch.decode import bad_records
 from icesink.batch.decode.records import decode_tables, guess
+from icesink.batch.direct import split_direct, write_direct
 from icesink.batch.new_schemas import second_passes
 from icesink.batch.plan import plan_tables
 from icesink.batch.prepare import ready_tables
@@ -97,7 +98,9 @@ class BatchHandler:
            look at the records (registry ids, inferred JSON types), parse every record with the
            table's (evolved) schema; for upsert/changelog tables, classify each change; a record
            that does not decode is a dead letter, or fails the whole batch before anything is
-           written (`on_error: fail`); one the guess does not cover is pending;
+           written (`on_error: fail`); one the guess does not cover is pending. Before this, plain
+           JSON tables that exist take steps 2 and 4 at once (direct.py): one Spark job decodes
+           and writes all of them in Python; a table it declines a record of goes this way;
         3. prepare (prepare.py): create missing tables (format v2) and evolve their schemas, each
            change its own metadata commit, idempotently;
         4. write (write.py, files.py, new_schemas.py, dead_letters.py): executors write Parquet data
@@ -198,25 +201,34 @@ class BatchHandler:
                 todo.append((plan, table, guess(ctx, plan, table)))
             else:
                 log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
+        query_id = self._query_id()
+        direct, todo = split_direct(ctx, targets, todo)
+        timings.lap("plan")
+        # 2 and 4 at once for plain JSON tables (direct.py); the tables it declines go on below.
+        written_direct, declined = write_direct(ctx, targets, direct, ranges, batch_id, query_id)
+        todo += declined
+        if direct:
+            timings.lap("direct")
+            if written_direct and len(written_direct) + len(todo) > 1:  # files written, nothing committed
+                faults.maybe_kill("mid-write", batch_id, ctx.spark)
         sources = table_sources(ctx, targets, len(ranges), [(p, g) for p, _, g in todo], cached=field_routed)
         persisted.extend(sources.persisted)
         timings.lap("plan")
         # 2. decode
         work = decode_tables(ctx, sources.records, todo)
         timings.lap("decode")
-        query_id = self._query_id()
         unrouted = [(f"(unrouted: {topic})", frame) for topic, frame in targets.unrouted]
         # Every file is written before anything is committed: a failure while writing leaves
         # orphan files only, and the whole batch is retried.
         refuse = ctx.config.decode.on_error is ErrorPolicy.FAIL
         if refuse:
-            refuse_bad_records([(str(w.plan.table), bad_records(w.parsed)) for w in work] + unrouted, batch_id)
+            refuse_bad_records([(str(w.plan.table), bad_records(w.decoded)) for w in work] + unrouted, batch_id)
         # 3. prepare
         ready = ready_tables(ctx, work)
         timings.lap("prepare")
         # 4. write (a second pass for the records a guess did not cover)
         written = write_tables(ctx, ready, ranges, batch_id, query_id)
-        written = second_passes(ctx, written, ranges, batch_id, query_id, refuse)
+        written = written_direct + second_passes(ctx, written, ranges, batch_id, query_id, refuse)
         timings.lap("write")
         dead = None
         if not refuse:

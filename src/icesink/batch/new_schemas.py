@@ -67,7 +67,7 @@ def _second_pass(
     faults.maybe_kill("second-pass", batch_id, ctx.spark)
     again = decode_table(ctx, records, work.plan, work.table, Planned())
     if refuse:
-        refuse_bad_records([(str(work.plan.table), bad_records(again.parsed))], batch_id)
+        refuse_bad_records([(str(work.plan.table), bad_records(again.decoded))], batch_id)
     [ready] = ready_tables(ctx, [again])  # the table exists: it is never left out
     try:
         second = write_table(ctx, ready, batch_id, query_id)

@@ -38,11 +38,17 @@ class TableWork:
     plan: TablePlan
     table: JavaObject | None  # None until the prepare step creates it
     target: StructType  # the table's schema once this batch's new columns are added
-    parsed: DataFrame  # the records with ROW and ERROR
+    parsed: DataFrame | None  # the records with ROW and ERROR; None when the direct job wrote them (direct.py)
     settings: TableSettings
     changes: ChangeSpec | None = None  # upsert/changelog tables only
     records: DataFrame | None = None  # the batch's records the table takes, as read (for a second pass)
     planned: Planned = field(default_factory=Planned)
+
+    @property
+    def decoded(self) -> DataFrame:
+        """`parsed`, of a table Spark decoded (any but the direct job's)."""
+        assert self.parsed is not None, f"table {self.plan.table} was written by the direct job, not decoded"
+        return self.parsed
 
     @property
     def keys(self) -> tuple[str, ...]:

@@ -217,6 +217,11 @@ class DecodeConfig(Section):
         default_factory=list,
         description="Debezium source fields kept as _source_<name> columns, e.g. [ts_ms, lsn, db, table]",
     )
+    direct_json: bool = Field(
+        True,
+        description="plain JSON into existing tables of simple columns: decoded and written in one Spark job "
+        "for all such tables (docs/performance.md); false: always through Spark's JSON decoder",
+    )
 
 
 class SparkConfig(Section):

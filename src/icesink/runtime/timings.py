@@ -17,7 +17,8 @@ class BatchTimings:
     batch_id: int
     records: int = 0
     # step -> seconds, in the order the steps ran: ranges (the offset ranges Spark planned), plan
-    # (routing, table offsets, caching the batch when it is read more than once), decode (schemas,
+    # (routing, table offsets, caching the batch when it is read more than once), direct (plain JSON
+    # tables decoded and written in one job, when the batch has some), decode (schemas,
     # JSON inference when the table cannot be guessed), prepare (create, evolve), write (the Kafka
     # read, decode and Parquet files on the executors; a second pass), dead_letters, commit (all
     # tables), group.

@@ -1,0 +1,116 @@
+"""Plain JSON tables written in one pass (batch/direct.py): the same tables and dead letters as
+through Spark's decoder, records it declines still decoded, replays without a duplicate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit.kafka import create_topics, end_offsets, produce
+from dev.kit.scenario import CATALOG, Scenario
+from icesink.job.query import Job
+from icesink.runtime.timings import BatchTimings
+from tests.support.spark import table_offsets
+
+pytestmark = [pytest.mark.slow]
+
+NAMES = ("clean", "newcol", "poison", "mismatch")
+
+
+def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
+    spark.sql(f"REFRESH TABLE {table}")
+    frame = spark.table(table)
+    found = [tuple(r) for r in frame.select(*sorted(frame.columns)).collect()]
+    return sorted(found, key=lambda row: [(v is not None, v if v is not None else 0) for v in row])
+
+
+def letters(spark: SparkSession, namespace: str) -> list[tuple[str, int, str]]:
+    table = f"{CATALOG}.{namespace}.dead_letters"
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted((r.topic, r.offset, r.error_class) for r in spark.table(table).collect())
+
+
+def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topics = {n: scenario.topic(n) for n in NAMES}
+    create_topics(*topics.values(), partitions=1)
+    for t in topics.values():
+        produce(t, [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3)])
+    sides = {"direct": True, "spark": False}
+
+    def namespace(side: str) -> str:
+        return f"{scenario.namespace}_{side}"
+
+    def run(side: str, **overrides: Any) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": namespace(side),
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": sides[side],
+            **overrides,
+        }
+        job = Job(spark, scenario.config(**settings))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    for side in sides:  # batch 0 creates the tables (no table yet: Spark infers their columns)
+        assert ["direct" not in t.steps for t in run(side)] == [True]
+
+    produce(topics["clean"], [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3, 6)])
+    produce(topics["newcol"], [{"id": 3, "name": "x", "amount": 1.5, "extra": "e"}, {"id": 4}])
+    produce(topics["poison"], [{"id": 3, "name": None, "amount": -0.0}, "not json {", {"id": 5, "amount": 7}])
+    produce(topics["mismatch"], [{"id": "four", "name": "m"}, {"id": 5, "amount": 2}])
+    timings = {side: run(side) for side in sides}
+    assert ["direct" in t.steps for t in timings["direct"]] == [True], "batch 1 took the one-pass job"
+    assert ["direct" in t.steps for t in timings["spark"]] == [False]
+
+    tables = {side: {n: f"{CATALOG}.{namespace(side)}.{scenario.prefix}_{n}" for n in NAMES} for side in sides}
+    for n in NAMES:
+        assert rows(spark, tables["direct"][n]) == rows(spark, tables["spark"][n]), n
+        assert table_offsets(spark, tables["direct"][n]) == end_offsets(topics[n]), n
+    assert letters(spark, namespace("direct")) == letters(spark, namespace("spark"))
+    assert [r[1] for r in rows(spark, tables["direct"]["clean"])] == list(range(6))
+    assert ("e", 3) in {(r[1], r[2]) for r in rows(spark, tables["direct"]["newcol"])}, (
+        "a new column, by the second pass"
+    )
+    assert (topics["poison"], 4, "JsonParseError") in letters(spark, namespace("direct"))
+
+    # New checkpoints from the earliest offsets: the one-pass job writes only what each table
+    # lacks, nothing twice, also when two tables of one topic hold different offsets of it.
+    clean, copy = f"{scenario.prefix}_clean", f"{scenario.prefix}_clean_copy"
+    both = [{"topics": topics["clean"], "tables": [clean, copy]}]
+    runs = iter(range(100))
+
+    def again(rules: list[dict[str, Any]] | None = None) -> list[BatchTimings]:
+        overrides: dict[str, Any] = {
+            "job.checkpoint_location": str(tmp_path / f"replay{next(runs)}"),
+            "kafka.starting_offsets": "earliest",
+        }
+        if rules:
+            overrides["routing.rules"] = rules
+        return run("direct", **overrides)
+
+    def ids(name: str) -> list[int]:
+        table = f"{CATALOG}.{namespace('direct')}.{name}"
+        spark.sql(f"REFRESH TABLE {table}")
+        return sorted(r.id for r in spark.table(table).select("id").collect())
+
+    before = {n: rows(spark, tables["direct"][n]) for n in NAMES if n != "clean"}
+    produce(topics["clean"], [{"id": 6, "name": "n6", "amount": 3.0}])
+    assert ["direct" in t.steps for t in again()] == [True]
+    assert ids(clean) == list(range(7)), "each record once"
+    again(both)  # clean_copy is created from all of the topic (Spark's decoder: no table yet)
+    produce(topics["clean"], [{"id": 7, "name": "n7", "amount": 3.5}])
+    again()  # clean holds offset 8 now, clean_copy 7
+    produce(topics["clean"], [{"id": 8, "name": "n8", "amount": 4.0}])
+    assert ["direct" in t.steps for t in again(both)] == [True]
+    assert ids(clean) == list(range(9)), "each record once"
+    assert ids(copy) == list(range(9)), "each record once"
+    for name in (clean, copy):
+        assert table_offsets(spark, f"{CATALOG}.{namespace('direct')}.{name}") == end_offsets(topics["clean"])
+    assert {n: rows(spark, tables["direct"][n]) for n in before} == before
