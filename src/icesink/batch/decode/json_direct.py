@@ -32,6 +32,7 @@ _KINDS: dict[type[DataType], tuple[str, pa.DataType]] = {
     StringType: ("string", pa.string()),
     BooleanType: ("boolean", pa.bool_()),
 }
+_ARROW_TYPES = dict(_KINDS.values())  # kind -> Arrow type
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class DirectColumn:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        element = next(t for k, t in _KINDS.values() if k == self.kind)
+        element = _ARROW_TYPES[self.kind]
         return pa.list_(element) if self.array else element
 
 
