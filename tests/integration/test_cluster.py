@@ -1,16 +1,22 @@
 """The job on a real Spark standalone cluster (`dev/stack up --with-spark`: a master and two
 workers of one core each, executors in their own JVMs), submitted as the README tells users:
-`scripts/submit --master spark://...` in client mode, icesink shipped as a wheel (--py-files), the
-jars from the local folder. A standalone master runs Python drivers in client mode only (Spark's
-limit; scripts/submit refuses cluster mode, see tests/unit/test_deployment.py)."""
+`scripts/submit --master spark://...` in client mode and in cluster mode (the driver on a worker),
+icesink shipped as a zip (--py-files), the jars from the local folder.
+
+The venv that runs these tests has icesink installed (editable, from src/), and so would every
+Python the cluster starts: the job's Pythons get a sitecustomize that hides it, so they can import
+icesink only from what scripts/submit shipped, as on workers that never saw this checkout."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -39,21 +45,46 @@ def cluster() -> str:
     return SPARK_MASTER
 
 
-def submit(config: Path, log: Path, *spark_args: str) -> subprocess.CompletedProcess[str]:
-    """`scripts/submit --master <cluster>` (client mode), with extra spark-submit arguments."""
-    cmd = ["bash", str(REPO / "scripts" / "submit"), "--master", SPARK_MASTER, "--config", str(config)]
-    if spark_args:
-        cmd += ["--", *spark_args]
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+@pytest.fixture(scope="module")
+def without_installed_icesink(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder for PYTHONPATH whose sitecustomize takes the installed icesink (src/) off sys.path."""
+    folder = tmp_path_factory.mktemp("hide-icesink")
+    (folder / "sitecustomize.py").write_text(
+        f"import sys\nsys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(REPO / 'src')!r}]\n"
+    )
+    python = Path(sys.executable)
+    probe = subprocess.run(
+        [str(python), "-c", "import icesink"], env={**os.environ, "PYTHONPATH": str(folder)},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert "No module named 'icesink'" in probe.stderr, f"icesink is still importable: {probe}"
+    return folder
+
+
+def submit(
+    config: Path, log: Path, hide: Path, *spark_args: str, deploy_mode: str = "client"
+) -> subprocess.CompletedProcess[str]:
+    """`scripts/submit --master <cluster>`, with extra spark-submit arguments; the driver's and the
+    executors' Pythons import icesink only from what it ships."""
+    cmd = ["bash", str(REPO / "scripts" / "submit"), "--master", SPARK_MASTER, "--deploy-mode", deploy_mode]
+    cmd += ["--config", str(config), "--", "--conf", f"spark.executorEnv.PYTHONPATH={hide}", *spark_args]
+    # The driver's Python inherits this environment, on a worker too (the standalone client hands
+    # its environment to the driver it launches).
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(hide)}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     log.write_text(done.stdout + done.stderr)
     return done
 
 
+def master_state() -> dict[str, Any]:
+    with urllib.request.urlopen(f"{SPARK_MASTER_UI}/json/", timeout=5) as r:
+        state: dict[str, Any] = json.load(r)
+    return state
+
+
 def executors_of(app_name: str) -> list[Path]:
     """The executor folders the workers made for the newest application named `app_name`."""
-    with urllib.request.urlopen(f"{SPARK_MASTER_UI}/json/", timeout=5) as r:
-        apps = [a for a in json.load(r)["completedapps"] if a["name"] == app_name]
+    apps = [a for a in master_state()["completedapps"] if a["name"] == app_name]
     assert apps, f"the master ran no application named {app_name}"
     newest = max(apps, key=lambda a: a["starttime"])
     return sorted(p for p in (SPARK_WORK / newest["id"]).iterdir() if p.is_dir())
@@ -74,12 +105,12 @@ def produced(scenario: Scenario, name: str, per_partition: tuple[int, int]) -> t
     return topic, ledger
 
 
-def test_the_job_runs_on_the_cluster_with_its_wheel_shipped(
-    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+def test_the_job_runs_on_the_cluster_with_its_package_shipped(
+    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
 ) -> None:
     topic, ledger = produced(scenario, "rides.20240401", (40, 30))
     config = cluster_config(scenario, tmp_path / "job.yaml")
-    done = submit(config, tmp_path / "submit.log")
+    done = submit(config, tmp_path / "submit.log", without_installed_icesink)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
 
     table = scenario.table("rides")
@@ -87,12 +118,51 @@ def test_the_job_runs_on_the_cluster_with_its_wheel_shipped(
     assert table_offsets(spark, table) == end_offsets(topic), "the snapshot records where Kafka ends"
     executors = executors_of(f"test-{scenario.prefix}")
     assert len(executors) == 2, f"one executor per worker: {executors}"
-    for e in executors:  # each executor JVM got the wheel the README ships with --py-files
-        assert list(e.glob("icesink-*.whl")), f"{e} has no icesink wheel: {[p.name for p in e.iterdir()]}"
+    for e in executors:  # each executor JVM got the package the README ships with --py-files
+        assert list(e.glob("icesink-*.zip")), f"{e} has no icesink package: {[p.name for p in e.iterdir()]}"
+
+
+def test_in_cluster_mode_the_driver_runs_on_a_worker(
+    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
+) -> None:
+    topic, ledger = produced(scenario, "tolls.20240403", (25, 35))
+    config = cluster_config(scenario, tmp_path / "job.yaml")
+    done = submit(config, tmp_path / "submit.log", without_installed_icesink, deploy_mode="cluster")
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    driver = re.search(r"the driver (driver-[0-9-]+) finished", output)
+    assert driver, output[-3000:]
+
+    table = scenario.table("tolls")
+    oracle.check(spark, ledger, table, [topic])
+    assert table_offsets(spark, table) == end_offsets(topic), "the snapshot records where Kafka ends"
+    # The master ran the driver on a worker; the driver's lines are in its folder there.
+    ran = [d for d in master_state()["completeddrivers"] if d["id"] == driver.group(1)]
+    assert len(ran) == 1, ran
+    assert ran[0]["state"] == "FINISHED", ran
+    assert ran[0]["worker"].startswith("worker-"), ran
+    folder = SPARK_WORK / driver.group(1)
+    log = (folder / "stdout").read_text() + (folder / "stderr").read_text()
+    assert f"offsets {topic}[0]->25" in log, log[-3000:]
+    assert f"{topic}[1]->35" in log, log[-3000:]
+    # The driver's worker has no core left: the other worker runs the only executor.
+    assert len(executors_of(f"test-{scenario.prefix}")) == 1
+
+
+def test_in_cluster_mode_a_driver_that_fails_fails_the_submission(
+    cluster: str, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
+) -> None:
+    config = cluster_config(scenario, tmp_path / "job.yaml", **{"kafka.bootstrap_servers": None})
+    done = submit(config, tmp_path / "submit.log", without_installed_icesink, deploy_mode="cluster")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output[-3000:]
+    driver = re.search(r"submit: the driver (driver-[0-9-]+) ended FAILED; its output is in the work folder", output)
+    assert driver, output[-3000:]
+    assert "kafka.bootstrap_servers" in (SPARK_WORK / driver.group(1) / "stdout").read_text()
 
 
 def test_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
-    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
 ) -> None:
     topic, ledger = produced(scenario, "fares.20240402", (50, 50))
     config = cluster_config(scenario, tmp_path / "job.yaml")
@@ -100,7 +170,7 @@ def test_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
     # The executor that writes the batch's first files dies (SIGKILL) after writing them, before
     # Spark hears of them: the worker starts a new executor, Spark runs the task again.
     done = submit(
-        config, tmp_path / "submit.log",
+        config, tmp_path / "submit.log", without_installed_icesink,
         "--conf", f"spark.executorEnv.{faults.ENV}=executor-lost:0",
         "--conf", f"spark.executorEnv.{faults.ONCE_ENV}={once}",
     )  # fmt: skip

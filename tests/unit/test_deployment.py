@@ -230,8 +230,21 @@ def submit(*args: str) -> str:
         ),
         (
             ["--master", "spark://m:7077", "--config", "conf/compose.yaml"],
-            ["--deploy-mode client", "--py-files dist/icesink-", "run --config conf/compose.yaml"],
+            ["--deploy-mode client", "--py-files dist/icesink-0.1.0.zip", "run --config conf/compose.yaml"],
             ["spark.pyspark.python"],
+        ),
+        (
+            # Spark's PythonRunner as the JVM application the master starts on a worker.
+            ["--master", "spark://m:7077", "--deploy-mode", "cluster", "--config", "conf/compose.yaml"],
+            [
+                "--deploy-mode cluster",
+                f"--files {REPO}/conf/log4j2.properties,{REPO}/dist/icesink-0.1.0.zip",
+                f"spark.submit.pyFiles={REPO}/dist/icesink-0.1.0.zip",
+                "spark.standalone.submit.waitAppCompletion=true",
+                f"--class org.apache.spark.deploy.PythonRunner {REPO}/dist/icesink-driver.jar "
+                f"{REPO}/dist/icesink-main.py {REPO}/dist/icesink-0.1.0.zip run --config {REPO}/conf/compose.yaml",
+            ],
+            ["--py-files", "spark.kubernetes"],
         ),
         (
             [
@@ -273,7 +286,6 @@ def test_submit_refuses_what_cannot_work() -> None:
     for args, message in [
         (["--master", "k8s://https://k:6443"], "needs --image"),
         (["--deploy-mode", "cluster"], "local masters run in client mode"),
-        (["--master", "spark://m:7077", "--deploy-mode", "cluster"], "cannot run a Python driver in cluster mode"),
         (["--config", "nope.yaml"], "no config file nope.yaml"),
     ]:
         out = subprocess.run(
