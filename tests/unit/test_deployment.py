@@ -7,6 +7,7 @@ and port the compose file (or dev/stack) really provides.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -312,3 +313,33 @@ def test_the_compose_job_runs_with_the_jit_option() -> None:
     assert options is not None, command
     assert JIT_OPTIONS in options.group(1).split()
     assert '--master "local[' in command
+
+
+@pytest.mark.parametrize(
+    ("lines", "code", "expected_exit", "message"),
+    [
+        # The client's last report before Spark exits 255: an exception from the cluster.
+        (["State of driver-20261128070204-0012 is ERROR", "Exception from cluster"], 255, 1, "ended ERROR"),
+        (["State of driver driver-20261128070204-0012 is FAILED, exiting spark-submit JVM."], 0, 1, "ended FAILED"),
+        (["State of driver driver-20261128070204-0012 is FINISHED, exiting spark-submit JVM."], 0, 0, "finished"),
+    ],
+)
+def test_in_standalone_cluster_mode_the_submission_fails_unless_the_driver_finished(
+    tmp_path: Path, lines: list[str], code: int, expected_exit: int, message: str
+) -> None:
+    # spark-submit itself exits 0 for a FAILED driver; scripts/submit reads the state it logs.
+    stub = tmp_path / "spark-submit"
+    logged = ["Driver successfully submitted as driver-20261128070204-0012", *lines]
+    stub.write_text(
+        "#!/bin/sh\n" + "".join(f"echo '2026-11-28 07:02:04 INFO ClientEndpoint: {line}' >&2\n" for line in logged)
+        + f"exit {code}\n"
+    )  # fmt: skip
+    stub.chmod(0o755)
+    out = subprocess.run(
+        ["bash", str(REPO / "scripts" / "submit"), "--master", "spark://m:7077", "--deploy-mode", "cluster",
+         "--packages", "--config", "conf/compose.yaml"],
+        capture_output=True, text=True, cwd=REPO, env={**os.environ, "SPARK_SUBMIT": str(stub)},
+    )  # fmt: skip
+    assert out.returncode == expected_exit, out.stderr[-2000:]
+    assert message in out.stderr.splitlines()[-1], out.stderr[-2000:]
+    assert "driver-20261128070204-0012" in out.stderr.splitlines()[-1]
