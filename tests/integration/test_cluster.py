@@ -52,9 +52,8 @@ def without_installed_icesink(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "sitecustomize.py").write_text(
         f"import sys\nsys.path[:] = [p for p in sys.path if p.rstrip('/') != {str(REPO / 'src')!r}]\n"
     )
-    python = Path(sys.executable)
     probe = subprocess.run(
-        [str(python), "-c", "import icesink"], env={**os.environ, "PYTHONPATH": str(folder)},
+        [sys.executable, "-c", "import icesink"], env={**os.environ, "PYTHONPATH": str(folder)},
         capture_output=True, text=True,
     )  # fmt: skip
     assert "No module named 'icesink'" in probe.stderr, f"icesink is still importable: {probe}"
