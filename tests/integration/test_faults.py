@@ -96,37 +96,45 @@ def test_crash_at_the_worst_moments_replays_once(
         assert orphans, "the killed batch wrote files; they stay unreferenced (`icesink maintain` removes them)"
 
 
+@pytest.mark.parametrize("fmt", ["json", "avro"])
 @pytest.mark.parametrize("point", ["mid-write", "executor-write"])
 def test_a_crash_after_the_one_pass_job_wrote_the_tables_files_replays_once(
-    point: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+    point: str, fmt: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
-    """Plain JSON into existing tables: one Spark job wrote every table's files (batch/direct.py)
-    and the job dies before any commit (mid-write), or a Python worker dies right after writing
-    its files (executor-write)."""
+    """One Spark job wrote every table's files (batch/direct.py) and the job dies before any
+    commit (mid-write), or a Python worker dies right after writing its files (executor-write).
+    JSON: into existing tables, in batch 1. Avro: in batch 0, whose one-pass job created the
+    tables first (empty tables, then files that are never committed)."""
     orders, refunds = scenario.topic("orders"), scenario.topic("refunds")
     create_topics(orders, refunds)
     ledger = Ledger()
-    ledger.good(orders, 40)
-    ledger.good(refunds, 30)
-    config = scenario.write_config(tmp_path / "job.yaml")
-    assert run_cli(config).returncode == 0  # batch 0 creates the tables (Spark's decoder: no table yet)
+    good = ledger.good_avro if fmt == "avro" else ledger.good
+    good(orders, 40)
+    good(refunds, 30)
+    avro = {"decode.format": "avro", "decode.registry": {"url": REGISTRY_URL}} if fmt == "avro" else {}
+    config = scenario.write_config(tmp_path / "job.yaml", **avro)
     tables = [scenario.table("orders"), scenario.table("refunds")]
-    ledger.good(orders, 25)
-    ledger.good(refunds, 35)
+    crash_batch = 0 if fmt == "avro" else 1
+    if fmt == "json":
+        assert run_cli(config).returncode == 0  # batch 0 creates the tables (Spark's decoder: no table yet)
+        good(orders, 25)
+        good(refunds, 35)
 
-    crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
+    crashed = run_cli(config, env={faults.ENV: f"{point}:{crash_batch}"})
     if point == "executor-write":  # the task failed: the job names the tables and exits
         assert crashed.returncode == 1, crashed.stderr[-3000:]
         assert f"writing tables {scenario.namespace}.{scenario.prefix}_orders" in crashed.stderr
         assert "in one pass failed" in crashed.stderr
     else:
         assert crashed.returncode in KILLED, crashed.stderr[-3000:]
-    assert {t: len(snapshots(spark, t)) for t in tables} == dict.fromkeys(tables, 1), "batch 1 committed nothing"
+    committed = {t: len(snapshots(spark, t)) for t in tables}
+    assert committed == dict.fromkeys(tables, crash_batch), f"batch {crash_batch} committed nothing"
     stored_before = set().union(*(oracle.data_files_in_storage(spark, t) for t in tables))
+    assert stored_before, "the killed batch wrote files"
 
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert re.search(r"batch 1 timings: .*direct", resumed.stderr), "the replay took the one-pass job too"
+    assert re.search(rf"batch {crash_batch} timings: .*direct", resumed.stderr), "the replay took the one-pass job too"
     for table, topic in zip(tables, (orders, refunds), strict=True):
         oracle.check(spark, ledger, table, [topic], dead_letters(scenario), scenario.checkpoint)
     referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in tables))

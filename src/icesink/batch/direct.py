@@ -1,20 +1,25 @@
-"""The one-pass write of plain JSON tables: steps 2 and 4 in one Spark job for all of them.
+"""The one-pass write of plain JSON and plain Avro tables: steps 2 and 4 in one Spark job for all of them.
 
-A batch routed to many tables (a Debezium-style capture of a whole database, one topic per source
-table) used to pay for every table a Kafka read, a decode plan and a write job of its own, each a
-hundred milliseconds of the driver. A table whose records are plain JSON objects of simple columns
-(decode/json_direct.py) needs none of Spark's decoding: ONE job reads the batch's records of every
-such table, and its Python tasks route each record to its tables, decode it and write the tables'
-Parquet files, returning descriptors as the usual writer does (files.py). The commit is the same.
+Spark's decoder costs a table a decode plan (a hundred milliseconds of the driver, which a batch
+routed to many tables pays many times: a Debezium-style capture of a whole database) and runs in
+the JVM, whose rows then cross to the Python writer through Arrow. A table whose records are plain
+JSON objects of simple columns (decode/json_direct.py) or Confluent-framed Avro of flat records
+(decode/avro_direct.py) needs none of it: ONE job reads the batch's records of every such table,
+and its Python tasks route the records to their tables, decode them and write the tables' Parquet
+files, returning descriptors as the usual writer does (files.py). The commit is the same.
 
-The direct decoder takes only records it is sure of. When it declines one, the whole table's share
-of the batch goes the usual way instead (Spark's decoder with the table's shape, a second pass
-for new columns, dead letters) and the files the direct job wrote for that table are never
-committed (orphans, as after a failed write, which `icesink maintain` removes).
+The direct decoders take only records they are sure of. When one declines a record, the whole
+table's share of the batch goes the usual way instead (Spark's decoder with the table's shape, a
+second pass for new columns or schema ids, dead letters) and the files the direct job wrote for
+that table are never committed (orphans, as after a failed write, which `icesink maintain`
+removes).
 
-Which tables: plain JSON values (no envelope, no Connect schemas, no decoded key) routed by topic
-into an existing, unpartitioned append table whose columns are all nullable longs, doubles,
-strings, booleans or arrays of them, unless `decode.direct_json` is off.
+Which tables: values of no envelope, no Connect schemas and no decoded key, routed by topic into an
+unpartitioned append table. JSON: an existing table whose columns are all nullable longs, doubles,
+strings, booleans or arrays of them (`decode.direct_json`). Avro: writer schemas (those the topics
+carried last time, or the registry's latest) whose fields are all columns of the table with the
+same type (`decode.direct_avro`); a table that does not exist yet is created first, with the
+columns of those writer schemas, as Spark's path would create it.
 """
 
 from __future__ import annotations
@@ -27,9 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from icesink.batch.context import BatchContext
+from icesink.batch.decode import VALUE
+from icesink.batch.decode.avro import AvroDecoder
+from icesink.batch.decode.avro_direct import AvroRows, DirectAvro, direct_avro, writer_struct
 from icesink.batch.decode.json_direct import DirectColumn, DirectRows, direct_columns
 from icesink.batch.files import (
     DESCRIPTOR_DDL,
@@ -41,16 +52,18 @@ from icesink.batch.files import (
     written_file,
 )
 from icesink.batch.plan import TablePlan
+from icesink.batch.prepare import ready_tables
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import Planned, TableWork
 from icesink.batch.worker_imports import freeze_imports, keep_zip_directories
 from icesink.batch.write import Written, data_location, error_cause, table_arrow_schema
-from icesink.config import KeyFormat, ValueFormat
+from icesink.config import Envelope, KeyFormat, ValueFormat
 from icesink.errors import WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.runtime import faults
+from icesink.schema.evolution import conflicts, merged
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +74,23 @@ DIRECT_DDL = f"table int, declined boolean, {DESCRIPTOR_DDL}"
 _CHUNK_ROWS = 8192
 # Tables a task finishes at once (200 tables in two tasks: 1.5-2.5 s a task one at a time).
 _WRITERS = 8
+# The direct job's column saying whether an Avro record names its schema in a header.
+NAMED = "__icesink_named_in_header"
 # What Arrow raises for a value it does not take (a string with a lone surrogate).
 _REFUSED = (pa.ArrowException, UnicodeError, OverflowError)
+
+
+DirectDecoder = tuple[DirectColumn, ...] | DirectAvro
+
+
+@dataclass(frozen=True)
+class DirectItem:
+    """A table the direct job writes: its item, its decoder, and its schema (for a table that does
+    not exist yet, the one it is created with)."""
+
+    item: Item
+    decoder: DirectDecoder
+    schema: StructType
 
 
 @dataclass(frozen=True)
@@ -70,79 +98,144 @@ class DirectTable:
     """One table's part of the direct job; pickled into its tasks."""
 
     task: WriteTask
-    columns: tuple[DirectColumn, ...]
+    decoder: DirectDecoder
     takes: Mapping[tuple[str, int], tuple[int, int]]  # (topic, partition) -> first and last offset it takes
 
 
-def direct_columns_of(ctx: BatchContext, targets: Targets, item: Item) -> tuple[DirectColumn, ...] | None:
-    """The table's columns when the direct job can write its share of the batch, else None."""
+def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
+    """The table's part of the direct job when it can write the table's share of the batch, else None."""
     plan, table, planned = item
     config = ctx.config
-    if not config.decode.direct_json or config.decode.format is not ValueFormat.JSON:
-        return None
     if ctx.key_decoder is not None or config.decode.key_format is not KeyFormat.NONE:
         return None
-    # A JSON guess is the table's own shape, made only for plain JSON (no envelope, no Connect
-    # schemas met) and tables that spell and nest columns as the records do (records.guess).
     shape = planned.values
-    if table is None or planned.keys is not None or shape is None or plan.table not in targets.topic_routed:
+    if planned.keys is not None or shape is None or plan.table not in targets.topic_routed:
         return None
     settings = config.tables.settings_for(plan.table.name)
     if settings.is_cdc or settings.flatten_separator or settings.case_insensitive:
         return None
-    if ctx.catalog.partition_fields(table):
+    if ctx.catalog.partition_fields(table) if table is not None else settings.partition_by:
         return None
-    return direct_columns(shape)
+    if config.decode.format is ValueFormat.JSON and config.decode.direct_json:
+        # A JSON guess is the table's own shape, made only for plain JSON (no envelope, no Connect
+        # schemas met) and tables that spell and nest columns as the records do (records.guess).
+        columns = direct_columns(shape) if table is not None else None
+        return DirectItem(item, columns, shape) if columns is not None else None
+    if config.decode.format is ValueFormat.AVRO and config.decode.direct_avro:
+        return _avro_item(ctx, item)
+    return None
 
 
-def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[Item], list[Item]]:
+def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
+    _, table, planned = item
+    decoder = ctx.decoder
+    if ctx.config.decode.envelope is not Envelope.NONE or not isinstance(decoder, AvroDecoder):
+        return None
+    writers = decoder.writer_schemas(planned.values)
+    if writers is None:
+        return None
+    if table is not None:
+        schema = ctx.catalog.spark_schema(table)
+    else:  # created with the writer schemas' columns, as the usual path would (records.decode_table)
+        schema = StructType([])
+        for _, text in sorted(writers.items()):
+            struct = writer_struct(text)
+            if struct is None or conflicts(schema, struct):
+                return None
+            schema = merged(schema, struct)
+    found = direct_avro(writers, schema)
+    return DirectItem(item, found, schema) if found is not None else None
+
+
+def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:
     """(the tables the direct job writes, the others)."""
-    direct: list[Item] = []
+    direct: list[DirectItem] = []
     others: list[Item] = []
     for item in todo:
-        (direct if direct_columns_of(ctx, targets, item) is not None else others).append(item)
+        found = direct_item(ctx, targets, item)
+        if found is not None:
+            direct.append(found)
+        else:
+            others.append(item)
     return direct, others
 
 
 def write_direct(
-    ctx: BatchContext, targets: Targets, items: list[Item], ranges: list[PartitionRange], batch_id: int,
+    ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
     query_id: str,
 ) -> tuple[list[Written], list[Item]]:  # fmt: skip
     """Runs the direct job for `items`: (what it wrote, per table it took; the tables it declined)."""
     if not items:
         return [], []
-    tables = ctx.tables.map(items, lambda item: _direct_table(ctx, targets, item, batch_id, query_id))
-    read = covering(r for item in items for r in own_ranges(item[0], targets.ranges[item[0].table]))
+    items = _created(ctx, items)
+    tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, batch_id, query_id))
+    read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
     if {(r.tp, r.first_offset, r.last_offset) for r in read} == {(r.tp, r.first_offset, r.last_offset) for r in ranges}:
         source: DataFrame = targets.source  # the batch Spark planned: no Kafka read of our own to plan
     else:
         source = read_ranges(targets.source.sparkSession, ctx.config, read)
+    columns = [F.col(c) for c in ("topic", "partition", "offset", "value")]
+    if any(isinstance(d.decoder, DirectAvro) for d in items) and "headers" in source.columns:
+        # Whether the record names its schema in a header (then it is declined), not the headers:
+        # Spark's Arrow hand-off of an array of structs per record took 4.5 s per 300,000 records.
+        named = F.array_contains(F.col("headers.key"), VALUE.schema_id_header)
+        columns.append(F.coalesce(named, F.lit(False)).alias(NAMED))
     # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
     # costs more than the share).
-    source = source.select("topic", "partition", "offset", "value").coalesce(ctx.spark.sparkContext.defaultParallelism)
+    source = source.select(*columns).coalesce(ctx.spark.sparkContext.defaultParallelism)
+    plain = [d.item for d in items]
     try:
         rows = source.mapInArrow(direct_fn(tables, batch_id), DIRECT_DDL).collect()
     except Exception as e:
-        raise direct_failed(items, read, batch_id, e) from e
+        raise direct_failed(plain, read, batch_id, e) from e
     declined = {int(r.table) for r in rows if r.declined}
     files: dict[int, list[WrittenFile]] = defaultdict(list)
     for r in rows:
         if not r.declined:
             files[int(r.table)].append(written_file(r))
     written, others = [], []
-    for i, (plan, table, planned) in enumerate(items):
+    for i, d in enumerate(items):
+        plan, table, planned = d.item
         if i in declined:
-            log.info(
-                "batch %d: table %s: a record the one-pass JSON decoder does not take (a new column, another "
-                "type, not a JSON object); its records go through Spark's decoder",
-                batch_id, plan.table,
-            )  # fmt: skip
-            others.append((plan, table, planned))
+            log.info("batch %d: table %s: %s; its records go through Spark's decoder", batch_id, plan.table, _why(d))
+            others.append(d.item)
             continue
         settings = ctx.config.tables.settings_for(plan.table.name)
-        work = TableWork(plan, table, planned.values, None, settings, planned=planned)
+        work = TableWork(plan, table, d.schema, None, settings, planned=planned)
         written.append(Written(work, files[i], bad=0, pending=0, refs=[]))
+        if isinstance(d.decoder, DirectAvro):
+            # Every record carried one of these schemas (a superset of those it carried: the next
+            # batch plans with them all, as the registry's latest would be planned otherwise).
+            frames = [w.frame for w in d.decoder.writers]
+            ctx.seen.learn("value", {topic: frames for topic in plan.topics})
     return written, others
+
+
+def _why(d: DirectItem) -> str:
+    if isinstance(d.decoder, DirectAvro):
+        return (
+            "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
+            "value out of range)"
+        )
+    return "a record the one-pass JSON decoder does not take (a new column, another type, not a JSON object)"
+
+
+def _created(ctx: BatchContext, items: list[DirectItem]) -> list[DirectItem]:
+    """`items`, with the tables that do not exist yet created (prepare.py, as Spark's path would)."""
+    new = [d for d in items if d.item[1] is None]
+    if not new:
+        return items
+    settings = ctx.config.tables.settings_for
+    work = [TableWork(d.item[0], None, d.schema, None, settings(d.item[0].table.name)) for d in new]
+    made = {w.plan.table: w for w in ready_tables(ctx, work)}
+    out = []
+    for d in items:
+        plan, table, planned = d.item
+        w = made.get(plan.table)
+        if table is None and w is not None:
+            d = DirectItem((plan, w.table, planned), d.decoder, w.target)
+        out.append(d)
+    return out
 
 
 def direct_failed(items: list[Item], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
@@ -161,12 +254,9 @@ def direct_failed(items: list[Item], read: list[PartitionRange], batch_id: int, 
     )
 
 
-def _direct_table(ctx: BatchContext, targets: Targets, item: Item, batch_id: int, query_id: str) -> DirectTable:
-    plan, table, planned = item
+def _direct_table(ctx: BatchContext, targets: Targets, d: DirectItem, batch_id: int, query_id: str) -> DirectTable:
+    plan, table, _ = d.item
     assert table is not None
-    assert planned.values is not None
-    columns = direct_columns(planned.values)
-    assert columns is not None
     task = WriteTask(
         table=str(plan.table),
         arrow_schema=table_arrow_schema(ctx, table),
@@ -177,7 +267,7 @@ def _direct_table(ctx: BatchContext, targets: Targets, item: Item, batch_id: int
         target_file_size=ctx.config.tables.target_file_size_bytes,
     )
     mine = own_ranges(plan, targets.ranges[plan.table])
-    return DirectTable(task, columns, {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine})
+    return DirectTable(task, d.decoder, {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine})
 
 
 def covering(ranges: Iterable[PartitionRange]) -> list[PartitionRange]:
@@ -198,16 +288,22 @@ class _TableOut:
 
     def __init__(self, table: DirectTable, partition_id: int) -> None:
         self.table = table
-        self.rows = DirectRows(table.columns)
+        # JSON: the rows are gathered a record at a time; Avro: decoded a batch at a time.
+        self.rows = DirectRows(table.decoder) if not isinstance(table.decoder, DirectAvro) else None
+        self.avro = AvroRows(table.decoder, table.task.arrow_schema) if isinstance(table.decoder, DirectAvro) else None
         self._pid = partition_id
         self._chunks: list[pa.RecordBatch] = []
         self._chunk_rows = 0
         self._files: TableFiles | None = None
 
+    def add(self, rows: pa.Table) -> None:
+        self._chunks += rows.to_batches()
+        self._chunk_rows += rows.num_rows
+
     def flush(self, last: bool = False) -> None:
         """Moves the gathered rows into Arrow, and into a file once a row group's worth (or the
         task's last rows) are there. Raises pyarrow's error for a value Arrow refuses."""
-        chunk = self.rows.take()
+        chunk = self.rows.take() if self.rows is not None else None
         if chunk is not None:
             self._chunks.append(chunk)
             self._chunk_rows += chunk.num_rows
@@ -217,13 +313,19 @@ class _TableOut:
             self._files.write(pa.Table.from_batches(self._chunks))
             self._chunks, self._chunk_rows = [], 0
 
+    @property
+    def due(self) -> bool:
+        """Whether enough rows are gathered to flush (JSON: a chunk; Avro, already in Arrow: a row group)."""
+        return self.rows.rows >= _CHUNK_ROWS if self.rows is not None else self._chunk_rows >= ROW_GROUP_ROWS
+
     def close(self) -> list[WrittenFile]:
         return self._files.close() if self._files is not None else []
 
 
 def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-untyped-def]
-    """The function handed to DataFrame.mapInArrow: records (topic, partition, offset, value) in,
-    one `DIRECT_DDL` row out per file written, and one per table declined."""
+    """The function handed to DataFrame.mapInArrow: records (topic, partition, offset, value, and
+    for Avro tables whether the schema is named in a header) in, one `DIRECT_DDL` row out per file
+    written, and one per table declined."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -233,10 +335,12 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
         outs = {i: _TableOut(t, pid) for i, t in enumerate(tables)}
-        by_topic: dict[str, list[int]] = defaultdict(list)
+        by_topic: dict[str, list[int]] = defaultdict(list)  # JSON tables
         for i, t in enumerate(tables):
-            for topic in sorted({topic for topic, _ in t.takes}):
-                by_topic[topic].append(i)
+            if not isinstance(t.decoder, DirectAvro):
+                for topic in sorted({topic for topic, _ in t.takes}):
+                    by_topic[topic].append(i)
+        avro = [i for i, t in enumerate(tables) if isinstance(t.decoder, DirectAvro)]
         declined: set[int] = set()
 
         def decline(i: int) -> None:
@@ -244,16 +348,13 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
             outs.pop(i).close()  # files it wrote are never committed
 
         for batch in batches:
-            columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
-            for topic, partition, offset, value in zip(*columns, strict=True):
-                for i in by_topic.get(topic, ()):
-                    out = outs.get(i)
-                    if out is None:
-                        continue
-                    first, last = out.table.takes.get((topic, partition), (1, 0))
-                    if first <= offset <= last and not out.rows.add(value):
-                        decline(i)
-            for i in [i for i, out in outs.items() if out.rows.rows >= _CHUNK_ROWS]:
+            if by_topic:
+                _json_records(batch, by_topic, outs, decline)
+            for i in avro:
+                out = outs.get(i)
+                if out is not None:
+                    _avro_records(batch, out, i, decline)
+            for i in [i for i, out in outs.items() if out.due]:
                 _flush_or_decline(outs, i, decline)
         # Each table's last rows and the closing of its files, a few tables at a time: a small
         # table's file is mostly waiting on S3 (pyarrow lets go of the GIL meanwhile).
@@ -271,6 +372,58 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         yield from _results(written, sorted(declined))
 
     return run
+
+
+def _json_records(
+    batch: pa.RecordBatch, by_topic: Mapping[str, list[int]], outs: dict[int, _TableOut], decline: Any
+) -> None:  # fmt: skip
+    columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
+    for topic, partition, offset, value in zip(*columns, strict=True):
+        for i in by_topic.get(topic, ()):
+            out = outs.get(i)
+            if out is None:
+                continue
+            first, last = out.table.takes.get((topic, partition), (1, 0))
+            assert out.rows is not None
+            if first <= offset <= last and not out.rows.add(value):
+                decline(i)
+
+
+def _avro_records(batch: pa.RecordBatch, out: _TableOut, i: int, decline: Any) -> None:
+    """The table's records of `batch`, decoded in one go; the table is declined if one is not taken."""
+    mask = taken_mask(batch, out.table.takes)
+    if mask is None:
+        return
+    values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
+    if mask is not True:
+        values = values.filter(mask)
+        named = named.filter(mask) if named is not None else None
+    assert out.avro is not None
+    try:
+        rows = out.avro.decode(values, named)
+    except _REFUSED:
+        rows = None
+    if rows is None:
+        decline(i)
+    else:
+        out.add(rows)
+
+
+def taken_mask(batch: pa.RecordBatch, takes: Mapping[tuple[str, int], tuple[int, int]]) -> Any:
+    """Which of the batch's records a table takes (its topic-partitions, within its offsets): an
+    Arrow mask, True for all of them, None for none."""
+    topic, partition, offset = (batch.column(n) for n in ("topic", "partition", "offset"))
+    mask = None
+    for (t, p), (first, last) in takes.items():
+        here = pc.and_(pc.equal(topic, t), pc.equal(partition, p))
+        here = pc.and_(here, pc.and_(pc.greater_equal(offset, first), pc.less_equal(offset, last)))
+        mask = here if mask is None else pc.or_(mask, here)
+    if mask is None:
+        return None
+    count = pc.sum(mask).as_py() or 0
+    if count == 0:
+        return None
+    return True if count == len(batch) else mask
 
 
 def _finish(out: _TableOut) -> list[WrittenFile] | None:

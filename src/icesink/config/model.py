@@ -222,6 +222,12 @@ class DecodeConfig(Section):
         description="plain JSON into existing tables of simple columns: decoded and written in one Spark job "
         "for all such tables (docs/performance.md); false: always through Spark's JSON decoder",
     )
+    direct_avro: bool = Field(
+        True,
+        description="Avro of flat records of simple types (no envelope), into unpartitioned append tables with those "
+        "columns: decoded in Python and written in one Spark job (docs/performance.md); false: always through "
+        "Spark's from_avro",
+    )
 
 
 class SparkConfig(Section):

@@ -239,6 +239,23 @@ class AvroDecoder:
             keys.append(wire.id_key(latest))
         return sorted(set(keys)) if keys else None
 
+    def writer_schemas(self, planned: Sequence[Any]) -> dict[bytes, str] | None:
+        """The writer schema text of each frame key of `planned` (registry lookups, cached), or
+        None when one is not an Avro schema the registry knows (Spark's path says why: a dead
+        letter). Only for decoders of plain records (no envelope)."""
+        if self._envelope is not None:
+            return None
+        out = {}
+        for k in planned:
+            try:
+                found = self._registry.schema(wire.schema_ref(bytes(k)))
+            except SchemaNotFoundError:
+                return None
+            if found.schema_type.upper() != "AVRO":
+                return None
+            out[bytes(k)] = found.schema
+        return out
+
     def pending(self, planned: Any) -> Column:
         """The records a guessed inspect with `planned` (frame keys) leaves pending: another key."""
         ref = self.plan_column()

@@ -1,0 +1,253 @@
+"""The one-pass Avro decoder's pure parts: which writer schemas and tables it takes, the rows it
+makes, and every kind of record it must decline rather than misread (decode/avro_direct.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+import pytest
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
+from pyspark.sql import types as T
+
+from icesink.batch.decode.avro_direct import AvroRows, DirectAvro, direct_avro, spark_type, writer_struct
+from icesink.kafka import wire
+
+V1: dict[str, Any] = {
+    "type": "record",
+    "name": "Event",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "n", "type": "int"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "x", "type": "double"},
+        {"name": "f", "type": "float"},
+        {"name": "s", "type": ["null", "string"], "default": None},
+        {"name": "raw", "type": "bytes"},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "us", "type": [{"type": "long", "logicalType": "timestamp-micros"}, "null"]},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}},
+    ],
+}
+V2: dict[str, Any] = {**V1, "fields": [*V1["fields"], {"name": "extra", "type": ["null", "long"], "default": None}]}
+# The table the records go to, as Iceberg holds it (and Spark's path would create it): every column
+# optional; `n` already widened to long; `extra` from V2.
+TABLE = Schema(
+    NestedField(1, "id", LongType()),
+    NestedField(2, "n", LongType()),
+    NestedField(3, "ok", BooleanType()),
+    NestedField(4, "x", DoubleType()),
+    NestedField(5, "f", FloatType()),
+    NestedField(6, "s", StringType()),
+    NestedField(7, "raw", BinaryType()),
+    NestedField(8, "day", DateType()),
+    NestedField(9, "ts", TimestamptzType()),
+    NestedField(10, "us", TimestamptzType()),
+    NestedField(11, "u", StringType()),
+    NestedField(12, "amount", DecimalType(8, 2)),
+    NestedField(13, "extra", LongType()),
+)
+SPARK_TABLE = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("n", T.LongType()),
+        T.StructField("ok", T.BooleanType()),
+        T.StructField("x", T.DoubleType()),
+        T.StructField("f", T.FloatType()),
+        T.StructField("s", T.StringType()),
+        T.StructField("raw", T.BinaryType()),
+        T.StructField("day", T.DateType()),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("us", T.TimestampType()),
+        T.StructField("u", T.StringType()),
+        T.StructField("amount", T.DecimalType(8, 2)),
+        T.StructField("extra", T.LongType()),
+    ]
+)
+UTC = dt.UTC
+# V1 with room for larger amounts: the same encoding, so its bodies pass for V1's with a decimal
+# beyond V1's precision (fastavro refuses to write one with V1 itself).
+WIDE: dict[str, Any] = {
+    **V1,
+    "fields": [
+        *V1["fields"][:-1],
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 2}},
+    ],
+}
+
+
+def record(i: int, **changes: Any) -> dict[str, Any]:
+    return {
+        "id": i, "n": -i, "ok": i % 2 == 0, "x": i / 4, "f": 1.5, "s": None if i % 3 else f"s{i}",
+        "raw": bytes([i % 256, 0]), "day": dt.date(2024, 1, 2) + dt.timedelta(days=i),
+        "ts": dt.datetime(2024, 1, 2, tzinfo=UTC) + dt.timedelta(milliseconds=i),
+        "us": None if i % 2 else dt.datetime(2024, 1, 2, 0, 0, 0, i, tzinfo=UTC),
+        "u": f"00000000-0000-4000-8000-{i:012x}", "amount": Decimal(i) / 100 - Decimal("9999.99"),
+        **changes,
+    }  # fmt: skip
+
+
+def framed(schema_id: int, schema: dict[str, Any], rec: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    buf.write(wire.id_key(schema_id))
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), rec)
+    return buf.getvalue()
+
+
+def direct() -> DirectAvro:
+    found = direct_avro({wire.id_key(1): json.dumps(V1), wire.id_key(2): json.dumps(V2)}, SPARK_TABLE)
+    assert found is not None
+    return found
+
+
+def decode(values: list[bytes | None], named: list[bool] | None = None) -> pa.Table | None:
+    rows = AvroRows(direct(), schema_to_pyarrow(TABLE))
+    return rows.decode(pa.array(values, pa.binary()), pa.array(named, pa.bool_()) if named is not None else None)
+
+
+def test_types_map_as_sparks_from_avro_maps_them() -> None:
+    struct = writer_struct(json.dumps(V2))
+    assert struct is not None
+    assert [(f.name, f.dataType.simpleString(), f.nullable) for f in struct.fields] == [
+        ("id", "bigint", False), ("n", "int", False), ("ok", "boolean", False), ("x", "double", False),
+        ("f", "float", False), ("s", "string", True), ("raw", "binary", False), ("day", "date", False),
+        ("ts", "timestamp", False), ("us", "timestamp", True), ("u", "string", False),
+        ("amount", "decimal(6,2)", False), ("extra", "bigint", True),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "avro",
+    [
+        {"type": "enum", "name": "E", "symbols": ["A"]},
+        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]},
+        {"type": "array", "items": "long"},
+        {"type": "map", "values": "long"},
+        {"type": "fixed", "name": "F", "size": 4},
+        ["null", "long", "string"],
+        ["long", "string"],
+        "null",
+        "SomeNamedType",
+        {"type": "int", "logicalType": "time-millis"},
+        {"type": "long", "logicalType": "local-timestamp-millis"},
+        {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 2},
+        {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5},
+        {"type": "bytes", "logicalType": "decimal", "scale": 2},
+        {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 10, "scale": 2},
+        {"type": "long", "connect.name": "io.debezium.time.Timestamp"},
+        {"type": "int", "connect.type": "int16"},
+        {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2, "connect.parameters": {"scale": "2"}},
+    ],
+)
+def test_types_it_leaves_to_spark(avro: Any) -> None:
+    assert spark_type(avro) is None
+    schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "a", "type": avro}]}
+    assert writer_struct(json.dumps(schema)) is None
+
+
+def test_a_writer_schema_must_fit_the_table_as_it_is() -> None:
+    table = T.StructType([T.StructField("id", T.LongType()), T.StructField("s", T.StringType())])
+    one = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "int"}, {"name": "s", "type": "string"}]}
+    assert direct_avro({wire.id_key(1): json.dumps(one)}, table) is not None, "int into a long column"
+    other = {**one, "fields": [{"name": "id", "type": "long"}, {"name": "t", "type": "string"}]}
+    assert direct_avro({wire.id_key(1): json.dumps(other)}, table) is None, "a column the table lacks"
+    typed = {**one, "fields": [{"name": "id", "type": "string"}]}
+    assert direct_avro({wire.id_key(1): json.dumps(typed)}, table) is None, "another type"
+    narrow = T.StructType([T.StructField("id", T.IntegerType())])
+    wide = {**one, "fields": [{"name": "id", "type": "long"}]}
+    assert direct_avro({wire.id_key(1): json.dumps(wide)}, narrow) is None, "the table must widen first"
+    required = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("s", T.StringType())])
+    nullable = {**one, "fields": [{"name": "id", "type": ["null", "long"]}, {"name": "s", "type": "string"}]}
+    assert direct_avro({wire.id_key(1): json.dumps(nullable)}, required) is None
+    lacking = {**one, "fields": [{"name": "s", "type": "string"}]}
+    assert direct_avro({wire.id_key(1): json.dumps(lacking)}, required) is None, "a required column"
+    assert direct_avro({wire.id_key(1): json.dumps(lacking)}, table) is not None
+    guid = bytes([wire.GUID_MAGIC]) + bytes(16)
+    assert direct_avro({guid: json.dumps(one)}, table) is None
+    assert direct_avro({}, table) is None
+
+
+def test_rows_of_two_writer_schemas_in_the_tables_columns() -> None:
+    recs = [record(i) for i in range(6)]
+    values: list[bytes | None] = [
+        framed(1, V1, r) if i % 2 else framed(2, V2, {**r, "extra": i}) for i, r in enumerate(recs)
+    ]
+    rows = decode(values)
+    assert rows is not None
+    assert rows.schema == schema_to_pyarrow(TABLE), "the table's types and field ids"
+    got = sorted(rows.to_pylist(), key=lambda r: r["id"])
+    want = [{**r, "extra": i if i % 2 == 0 else None} for i, r in enumerate(recs)]
+    assert got == want
+
+
+def test_a_batch_with_no_record_of_a_known_schema_is_empty() -> None:
+    rows = decode([])
+    assert rows is not None
+    assert rows.num_rows == 0
+
+
+def test_records_that_do_not_name_their_schema_in_a_header_are_taken() -> None:
+    rows = decode([framed(1, V1, record(1))], named=[False])
+    assert rows is not None
+    assert rows.num_rows == 1
+
+
+GOOD = framed(1, V1, record(1))
+
+
+@pytest.mark.parametrize(
+    ("values", "why"),
+    [
+        ([GOOD, framed(3, V1, record(2))], "a schema id it was not planned with (a second pass)"),
+        ([GOOD, None], "a tombstone"),
+        ([GOOD, b"\x00\x00\x00"], "shorter than a frame"),
+        ([GOOD, b'{"id": 1}'], "not framed"),
+        ([GOOD[:-3], GOOD], "a truncated body"),
+        ([GOOD[:-3]], "a truncated last body"),
+        ([GOOD + b"\x00\x02", GOOD], "trailing bytes"),
+        ([GOOD, GOOD + b"\x00"], "a trailing byte on the last record"),
+        ([framed(1, WIDE, record(1, amount=Decimal("10000.00")))], "a decimal beyond precision 6 (scale 2)"),
+        ([framed(1, WIDE, record(1, amount=Decimal("-10000.00")))], "a negative one"),
+        ([framed(1, V1, record(1, s="ok")).replace(b"\x02\x04ok", b"\x0a\x04ok")], "a union index out of range"),
+        ([GOOD, framed(1, V1, record(1, s="ok")).replace(b"\x02\x04ok", b"\x80\x01\x04ok")], "index 64, in 2 bytes"),
+        ([framed(1, V1, record(1, s="ok")).replace(b"\x02\x04ok", b"\x01\x04ok")], "a negative union index"),
+        ([framed(1, V1, record(1, us=None)).replace(b"\x02H0", b"\x04H0")], "index 2 for [T, null], the null's is 1"),
+        ([framed(1, V1, record(1, s="ok")).replace(b"\x04ok", b"\x04\xff\xfe")], "a string that is not UTF-8"),
+        ([framed(1, V1, record(1, s="ok")).replace(b"\x04ok", b"\x03ok")], "a negative length"),
+    ],
+)
+def test_records_it_declines(values: list[bytes | None], why: str) -> None:
+    assert decode(values) is None, why
+
+
+def test_a_record_naming_its_schema_in_a_header_is_declined() -> None:
+    # Its body is unframed: its first bytes are data, not a schema id.
+    assert decode([GOOD, GOOD], named=[False, True]) is None
+
+
+def test_the_widest_decimal_that_fits_is_taken() -> None:
+    rows = decode(
+        [framed(1, V1, record(1, amount=Decimal("9999.99"))), framed(1, V1, record(2, amount=Decimal("-9999.99")))]
+    )
+    assert rows is not None
+    assert sorted(rows.column("amount").to_pylist()) == [Decimal("-9999.99"), Decimal("9999.99")]
