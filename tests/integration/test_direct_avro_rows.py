@@ -1,0 +1,140 @@
+"""The one-pass Avro decoder (decode/avro_direct.py) against Spark's from_avro: the row type it
+assumes is the one from_avro gives, every record it takes from_avro decodes to the same row, and
+the malformed records it declines from_avro refuses too (they are dead letters on Spark's path).
+In the integration tier for its session's spark-avro jar; it needs no service of the stack."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
+
+from icesink.batch.decode.avro_direct import AvroRows, direct_avro, writer_struct
+from icesink.kafka import wire
+from tests.support.frames import kafka_records
+
+SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Edge",
+    "fields": [
+        {"name": "l", "type": "long"},
+        {"name": "i", "type": "int"},
+        {"name": "b", "type": "boolean"},
+        {"name": "d", "type": "double"},
+        {"name": "f", "type": "float"},
+        {"name": "s", "type": "string"},
+        {"name": "raw", "type": "bytes"},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "ms", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "us", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+        {"name": "u", "type": [{"type": "string", "logicalType": "uuid"}, "null"]},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 9}},
+        {"name": "small", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 0}]},
+    ],
+}
+UTC = dt.UTC
+BASE: dict[str, Any] = {
+    "l": 0, "i": 0, "b": False, "d": 0.0, "f": 0.0, "s": "", "raw": b"", "day": dt.date(1970, 1, 1),
+    "ms": dt.datetime(1970, 1, 1, tzinfo=UTC), "us": None, "u": None, "amount": Decimal(0), "small": None,
+}  # fmt: skip
+EDGES: list[dict[str, Any]] = [
+    BASE,
+    {**BASE, "l": 2**63 - 1, "i": 2**31 - 1, "b": True, "d": 1e308, "f": 3.4e38, "s": "é\n\x00 😀"},
+    {**BASE, "l": -(2**63), "i": -(2**31), "d": -0.0, "f": float("-inf"), "raw": bytes(range(256))},
+    {**BASE, "d": float("nan"), "day": dt.date(1, 1, 1), "ms": dt.datetime(1900, 1, 1, 0, 0, 0, 1000, tzinfo=UTC)},
+    {**BASE, "day": dt.date(9999, 12, 31), "ms": dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)},
+    {**BASE, "us": dt.datetime(2024, 2, 29, 12, 0, 0, 123456, tzinfo=UTC), "u": "00000000-0000-4000-8000-00000000000f"},
+    {**BASE, "amount": Decimal("99999999999999999999999999999.999999999"), "small": Decimal(999)},
+    {**BASE, "amount": Decimal("-99999999999999999999999999999.999999999"), "small": Decimal(-999)},
+    {**BASE, "amount": Decimal("0.000000001"), "small": Decimal(0)},
+]
+FRAME = wire.id_key(7)
+
+
+def framed(record: dict[str, Any], schema: dict[str, Any] = SCHEMA) -> bytes:
+    buf = io.BytesIO()
+    buf.write(FRAME)
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), record)
+    return buf.getvalue()
+
+
+def sparks(spark: SparkSession, values: list[bytes]) -> tuple[Any, list[Any]]:
+    """from_avro's type and rows for `values` (PERMISSIVE: a row of nulls where it fails)."""
+    body = F.expr("substring(value, 6)")
+    frame = kafka_records(spark, values).select(
+        "offset", from_avro(body, json.dumps(SCHEMA), {"mode": "PERMISSIVE"}).alias("r")
+    )
+    return frame.schema["r"].dataType, [r.r for r in frame.orderBy("offset").collect()]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):  # Arrow's is aware, Spark's UTC-naive
+        return a.astimezone(UTC).replace(tzinfo=None) == b
+    return bool(a == b and type(a) is type(b))
+
+
+def test_every_record_it_takes_from_avro_decodes_to_the_same_row(spark: SparkSession) -> None:
+    struct = writer_struct(json.dumps(SCHEMA))
+    assert struct is not None
+    values = [framed(r) for r in EDGES]
+    spark_type, theirs = sparks(spark, values)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
+
+    direct = direct_avro({FRAME: json.dumps(SCHEMA)}, struct)
+    assert direct is not None
+    arrow = pa.schema(
+        [
+            ("l", pa.int64()), ("i", pa.int32()), ("b", pa.bool_()), ("d", pa.float64()), ("f", pa.float32()),
+            ("s", pa.string()), ("raw", pa.binary()), ("day", pa.date32()), ("ms", pa.timestamp("us", "UTC")),
+            ("us", pa.timestamp("us", "UTC")), ("u", pa.string()), ("amount", pa.decimal128(38, 9)),
+            ("small", pa.decimal128(3, 0)),
+        ]
+    )  # fmt: skip
+    rows = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert rows is not None, "takes every one of them"
+    for record, mine, row in zip(EDGES, rows.to_pylist(), theirs, strict=True):
+        assert row is not None
+        for name in struct.fieldNames():
+            assert _same(mine[name], row[name]), (record, name, mine[name], row[name])
+
+
+def test_records_it_declines_for_their_bytes_from_avro_refuses(spark: SparkSession) -> None:
+    good = framed({**BASE, "u": "x"})
+    index = good.index(b"\x02x")  # u = "x": union index 0 (0x00), then the string; us before it: null
+    assert good[index - 1] == 0
+    wide = {
+        **SCHEMA,
+        "fields": [
+            *SCHEMA["fields"][:-1],
+            {
+                "name": "small",
+                "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 0}],
+            },
+        ],
+    }
+    bad = [
+        good[:-2],  # truncated
+        good[: index - 1] + b"\x04" + good[index:],  # u: union index 2 of a 2-branch union
+        good[: index - 2] + b"\x06" + good[index - 1 :],  # us: union index 3
+        framed({**BASE, "small": Decimal(1000)}, wide),  # small: beyond decimal(3, 0)
+    ]
+    struct = writer_struct(json.dumps(SCHEMA))
+    assert struct is not None
+    direct = direct_avro({FRAME: json.dumps(SCHEMA)}, struct)
+    assert direct is not None
+    arrow = pa.schema([(f.name, pa.string()) for f in struct.fields])  # never reached: every one is declined
+    _, theirs = sparks(spark, bad)
+    for value, row in zip(bad, theirs, strict=True):
+        assert AvroRows(direct, arrow).decode(pa.array([value], pa.binary())) is None, value
+        assert row is None or all(v is None for v in row), (value, row)
