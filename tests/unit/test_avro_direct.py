@@ -251,3 +251,36 @@ def test_the_widest_decimal_that_fits_is_taken() -> None:
     )
     assert rows is not None
     assert sorted(rows.column("amount").to_pylist()) == [Decimal("-9999.99"), Decimal("9999.99")]
+
+
+SPARSE: dict[str, Any] = {
+    "type": "record",
+    "name": "Sparse",
+    "fields": [{"name": f"o{k}", "type": ["null", "long"], "default": None} for k in range(6)],
+}
+SPARSE_TABLE = T.StructType([T.StructField(f"o{k}", T.LongType()) for k in range(6)])
+
+
+def sparse(rows: list[dict[str, Any]]) -> pa.Table | None:
+    found = direct_avro({wire.id_key(5): json.dumps(SPARSE)}, SPARSE_TABLE)
+    assert found is not None
+    arrow = pa.schema([(f"o{k}", pa.int64()) for k in range(6)])
+    return AvroRows(found, arrow).decode(pa.array([framed(5, SPARSE, r) for r in rows], pa.binary()))
+
+
+def test_records_of_many_null_combinations_go_to_spark() -> None:
+    # The union check reads the records once per combination of null fields: 32 are read, 64
+    # (six independent optional fields) are left to Spark's decoder.
+    combos = [{f"o{k}": (m if m >> k & 1 else None) for k in range(6)} for m in range(64)]
+    taken = sparse(combos[:32])
+    assert taken is not None
+    assert taken.to_pylist() == combos[:32]
+    assert sparse(combos) is None
+
+
+def test_a_schema_of_more_unions_than_the_check_counts_is_left_to_spark() -> None:
+    fields = [{"name": f"o{k}", "type": ["null", "long"]} for k in range(63)]
+    table = T.StructType([T.StructField(f"o{k}", T.LongType()) for k in range(63)])
+    schema = {"type": "record", "name": "Wide", "fields": fields}
+    assert direct_avro({wire.id_key(1): json.dumps(schema)}, table) is None
+    assert direct_avro({wire.id_key(1): json.dumps({**schema, "fields": fields[:62]})}, table) is not None

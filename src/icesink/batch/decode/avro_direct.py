@@ -68,6 +68,9 @@ _FRAME = "__icesink_frame"
 _END = "__icesink_end"
 _MARK_SIZE = 8
 _SYNC = b"icesink-direct-1"  # an Avro container file's 16-byte block separator
+# The union check reads the records once per combination of null union fields: beyond this many
+# combinations in one Arrow batch (sparse optional fields), Spark's decoder is cheaper.
+_MAX_NULL_PATTERNS = 32
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,8 @@ def direct_avro(writers: Mapping[bytes, str], table: StructType) -> DirectAvro |
         )
         schema = json.loads(text)
         unions = tuple((f["name"], f["type"].index("null")) for f in schema["fields"] if isinstance(f["type"], list))
+        if len(unions) > 62:  # the union check groups records by a 64-bit mask of null fields
+            return None
         out.append(DirectWriter(bytes(frame), schema, tuple(struct.fieldNames()), decimals, unions))
     return DirectAvro(tuple(out))
 
@@ -280,7 +285,7 @@ class AvroRows:
         return pa.concat_tables(parts) if parts else self._schema.empty_table()
 
     def _decoded(self, w: DirectWriter, values: pa.Array) -> pa.Table | None:
-        decoded = self._read(self._headers[w.frame], values)
+        decoded = self._read(self._headers[w.frame], values, [*w.fields, _END])
         if decoded is None or (w.unions and not self._union_indexes_valid(w, values, decoded)):
             return None
         for name, precision, scale in w.decimals:
@@ -291,9 +296,9 @@ class AvroRows:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a value the column cannot hold
             return None
 
-    def _read(self, header: bytes, values: pa.Array) -> pa.Table | None:
-        """`values` read as one block of a container file with `header`; None unless every record
-        decodes and ends exactly at its end marker."""
+    def _read(self, header: bytes, values: pa.Array, columns: list[str] | None = None) -> pa.Table | None:
+        """`values` read as one block of a container file with `header` (`columns` only: the others
+        are parsed, not kept); None unless every record decodes and ends exactly at its end marker."""
         import polars as pl
 
         records = pc.binary_join_element_wise(values, pa.scalar(self._mark, pa.binary()), b"")
@@ -302,7 +307,7 @@ class AvroRows:
         body = _data(records)
         blob = b"".join([header, _varint(len(values)), _varint(len(body)), body, _SYNC])
         try:
-            decoded = pl.read_avro(BytesIO(blob)).to_arrow()
+            decoded = pl.read_avro(BytesIO(blob), columns=columns).to_arrow()
         except BaseException as e:  # polars' Rust panics are BaseExceptions (pyo3's PanicException)
             if isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
@@ -321,14 +326,19 @@ class AvroRows:
             pattern = bit if pattern is None else pc.add(pattern, bit)
         assert pattern is not None
         pattern = pattern.combine_chunks() if isinstance(pattern, pa.ChunkedArray) else pattern
-        for p in pc.unique(pattern).to_pylist():
+        patterns = pc.unique(pattern).to_pylist()
+        if len(patterns) > _MAX_NULL_PATTERNS:
+            return False
+        for p in patterns:
             nulls = frozenset(name for j, (name, _) in enumerate(w.unions) if p >> j & 1)
-            mine = pc.equal(pattern, p)
             header = self._index_headers.get((w.frame, nulls))
             if header is None:
                 header = _container_header(_framed(_with_union_indexes(w, nulls)))
                 self._index_headers[(w.frame, nulls)] = header
-            checked = self._read(header, values.filter(mine))
+            # Only the indexes kept: a third of the cost of keeping every column.
+            kept = [*(_union_column(j) for j in range(len(w.unions))), _END]
+            mine = values if len(patterns) == 1 else values.filter(pc.equal(pattern, p))
+            checked = self._read(header, mine, kept)
             if checked is None:
                 return False
             for j, (name, null_at) in enumerate(w.unions):
