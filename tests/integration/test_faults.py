@@ -125,6 +125,7 @@ def test_a_crash_after_the_one_pass_job_wrote_the_tables_files_replays_once(
         assert crashed.returncode == 1, crashed.stderr[-3000:]
         assert f"writing tables {scenario.namespace}.{scenario.prefix}_orders" in crashed.stderr
         assert "in one pass failed" in crashed.stderr
+        assert f"set decode.direct_{fmt}: false" in crashed.stderr, "the switch of these tables' decoder"
     else:
         assert crashed.returncode in KILLED, crashed.stderr[-3000:]
     committed = {t: len(snapshots(spark, t)) for t in tables}

@@ -183,11 +183,10 @@ def write_direct(
     # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
     # costs more than the share).
     source = source.select(*columns).coalesce(ctx.spark.sparkContext.defaultParallelism)
-    plain = [d.item for d in items]
     try:
         rows = source.mapInArrow(direct_fn(tables, batch_id), DIRECT_DDL).collect()
     except Exception as e:
-        raise direct_failed(plain, read, batch_id, e) from e
+        raise direct_failed(items, read, batch_id, e) from e
     declined = {int(r.table) for r in rows if r.declined}
     files: dict[int, list[WrittenFile]] = defaultdict(list)
     for r in rows:
@@ -238,10 +237,11 @@ def _created(ctx: BatchContext, items: list[DirectItem]) -> list[DirectItem]:
     return out
 
 
-def direct_failed(items: list[Item], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
+def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
     """The error that ends a batch whose direct job failed: its tables, the offsets it read, the
     cause in one line, and what to do."""
-    names = ", ".join(str(item[0].table) for item in items[:5])
+    names = ", ".join(str(d.item[0].table) for d in items[:5])
+    switch = "decode.direct_avro" if any(isinstance(d.decoder, DirectAvro) for d in items) else "decode.direct_json"
     if len(items) > 5:
         names += f" and {len(items) - 5} more"
     where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in read[:5])
@@ -249,8 +249,8 @@ def direct_failed(items: list[Item], read: list[PartitionRange], batch_id: int, 
         where += f" and {len(read) - 5} more topic-partitions"
     return WriteError(
         f"batch {batch_id}: writing tables {names} in one pass failed ({where}): {error_cause(e)[:500]}. Nothing "
-        "of this batch was committed; the job runs it again on restart. If it fails again the same way, set "
-        "decode.direct_json: false to decode these tables through Spark, and report the records"
+        f"of this batch was committed; the job runs it again on restart. If it fails again the same way, set "
+        f"{switch}: false to decode these tables through Spark, and report the records"
     )
 
 
