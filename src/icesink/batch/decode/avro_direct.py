@@ -12,7 +12,7 @@ marker, so a misread record cannot pass for a good one: the marker check catches
 As decode/json_direct.py, this takes a table's records only when they are beyond doubt the rows
 Spark's decoder would make: writer schemas of flat records whose fields are all of the types below
 and columns of the table with the same type (or one it widens to), every record framed with one of
-them, every body decoding to its end, every decimal within its precision. Anything else declines
+them, every body decoding to its end, every union index and decimal valid. Anything else declines
 the table's share of the batch, which then goes through Spark's decoder (new schema ids, dead
 letters). Pure: no Spark session; polars is imported on first use.
 """
