@@ -247,14 +247,23 @@ class AvroDecoder:
             return None
         out = {}
         for k in planned:
-            try:
-                found = self._registry.schema(wire.schema_ref(bytes(k)))
-            except SchemaNotFoundError:
+            text, _ = self._avro_schema(bytes(k))
+            if text is None:
                 return None
-            if found.schema_type.upper() != "AVRO":
-                return None
-            out[bytes(k)] = found.schema
+            out[bytes(k)] = text
         return out
+
+    def _avro_schema(self, key: bytes) -> tuple[str | None, tuple[str, str, str] | None]:
+        """(the Avro writer schema a frame key names, None) or (None, why it is unusable: stage,
+        error class, message). RegistryUnavailableError propagates: the batch fails."""
+        sid = wire.schema_ref(key)
+        try:
+            found = self._registry.schema(sid)
+        except SchemaNotFoundError as e:
+            return None, ("schema", "SchemaNotFound", str(e))
+        if found.schema_type.upper() != "AVRO":
+            return None, ("schema", "UnsupportedSchemaType", f"schema {sid} is {found.schema_type}, not AVRO")
+        return found.schema, None
 
     def pending(self, planned: Any) -> Column:
         """The records a guessed inspect with `planned` (frame keys) leaves pending: another key."""
@@ -270,30 +279,23 @@ class AvroDecoder:
         unusable: dict[bytes, tuple[str, str, str]] = {}
         for k in keys:
             sid = wire.schema_ref(k)
-            try:
-                found = self._registry.schema(sid)  # RegistryUnavailableError propagates: the batch fails
-            except SchemaNotFoundError as e:
-                unusable[k] = ("schema", "SchemaNotFound", str(e))
-                continue
-            if found.schema_type.upper() != "AVRO":
-                unusable[k] = (
-                    "schema",
-                    "UnsupportedSchemaType",
-                    f"schema {sid} is {found.schema_type}, not AVRO",
-                )
+            text, problem = self._avro_schema(k)
+            if text is None:
+                assert problem is not None
+                unusable[k] = problem
                 continue
             try:
-                reader = avro_schema.reader_with_sentinel(found.schema)
+                reader = avro_schema.reader_with_sentinel(text)
             except avro_schema.AvroSchemaError as e:
                 unusable[k] = ("schema", "UnsupportedSchema", f"schema {sid}: {e}")
                 continue
-            raw = self._raw_types.get(found.schema)
+            raw = self._raw_types.get(text)
             if raw is None:
-                probe = records.select(from_avro(body(self._src), found.schema, {"mode": "PERMISSIVE"}).alias(_AVRO))
+                probe = records.select(from_avro(body(self._src), text, {"mode": "PERMISSIVE"}).alias(_AVRO))
                 probed = probe.schema[_AVRO].dataType
                 assert isinstance(probed, StructType)
-                raw = self._raw_types[found.schema] = probed
-            semantics = semantic.semantic_paths(found.schema)
+                raw = self._raw_types[text] = probed
+            semantics = semantic.semantic_paths(text)
             decoded = semantic.converted_type(raw, semantics)
             assert isinstance(decoded, StructType)
             struct = decoded
@@ -303,6 +305,6 @@ class AvroDecoder:
                 except debezium.EnvelopeError as e:
                     unusable[k] = ("schema", "NotAnEnvelope", f"schema {sid}: {e}")
                     continue
-            writers.append(_Writer(k, sid, found.schema, reader, struct, decoded, semantics, raw))
+            writers.append(_Writer(k, sid, text, reader, struct, decoded, semantics, raw))
         log.debug("avro writer schemas in batch: %s; unusable: %s", [w.schema_id for w in writers], sorted(unusable))
         return InspectedAvro(records, writers, unusable, self._envelope, self._src, self._memo, guessed)

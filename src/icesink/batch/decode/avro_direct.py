@@ -329,14 +329,14 @@ class AvroRows:
         patterns = pc.unique(pattern).to_pylist()
         if len(patterns) > _MAX_NULL_PATTERNS:
             return False
+        # Only the indexes kept: a third of the cost of keeping every column.
+        kept = [*(_union_column(j) for j in range(len(w.unions))), _END]
         for p in patterns:
             nulls = frozenset(name for j, (name, _) in enumerate(w.unions) if p >> j & 1)
             header = self._index_headers.get((w.frame, nulls))
             if header is None:
                 header = _container_header(_framed(_with_union_indexes(w, nulls)))
                 self._index_headers[(w.frame, nulls)] = header
-            # Only the indexes kept: a third of the cost of keeping every column.
-            kept = [*(_union_column(j) for j in range(len(w.unions))), _END]
             mine = values if len(patterns) == 1 else values.filter(pc.equal(pattern, p))
             checked = self._read(header, mine, kept)
             if checked is None:
