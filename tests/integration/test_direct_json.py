@@ -1,5 +1,6 @@
 """Plain JSON tables written in one pass (batch/direct.py): the same tables and dead letters as
-through Spark's decoder, records it declines still decoded, replays without a duplicate."""
+through Spark's decoder, new tables created with their first snapshot, records it declines still
+decoded, replays without a duplicate."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
+from icesink.batch import direct
 from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
-from tests.support.spark import table_offsets
+from tests.support.spark import snapshots, table_offsets
 
 pytestmark = [pytest.mark.slow]
 
-NAMES = ("clean", "newcol", "poison", "mismatch")
+NAMES = ("clean", "newcol", "poison", "mismatch", "late")
 
 
 def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
@@ -34,12 +36,17 @@ def letters(spark: SparkSession, namespace: str) -> list[tuple[str, int, str]]:
 
 
 def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topics = {n: scenario.topic(n) for n in NAMES}
     create_topics(*topics.values(), partitions=1)
-    for t in topics.values():
-        produce(t, [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3)])
+    for n, t in topics.items():
+        if n != "late":
+            produce(t, [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3)])
+    # The sample a new table's columns are inferred from (2 records here) has no w and only whole
+    # v: the one-pass job declines the third record, and Spark's decoder infers from all three.
+    monkeypatch.setattr(direct, "SAMPLE_RECORDS", 2)
+    produce(topics["late"], [{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 3, "v": 2.5, "w": "x"}])
     sides = {"direct": True, "spark": False}
 
     def namespace(side: str) -> str:
@@ -58,8 +65,13 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
         job.run()
         return seen
 
-    for side in sides:  # batch 0 creates the tables (no table yet: Spark infers their columns)
-        assert ["direct" not in t.steps for t in run(side)] == [True]
+    for side in sides:  # batch 0 creates the tables, with their first snapshot in one commit
+        assert ["direct" in t.steps for t in run(side)] == [side == "direct"]
+    tables = {side: {n: f"{CATALOG}.{namespace(side)}.{scenario.prefix}_{n}" for n in NAMES} for side in sides}
+    for n in NAMES:
+        assert spark.table(tables["direct"][n]).schema == spark.table(tables["spark"][n]).schema, n
+        assert len(snapshots(spark, tables["direct"][n])) == 1, n
+    assert spark.table(tables["direct"]["late"]).dtypes == [("id", "bigint"), ("v", "double"), ("w", "string")]
 
     produce(topics["clean"], [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3, 6)])
     produce(topics["newcol"], [{"id": 3, "name": "x", "amount": 1.5, "extra": "e"}, {"id": 4}])
@@ -69,7 +81,6 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
     assert ["direct" in t.steps for t in timings["direct"]] == [True], "batch 1 took the one-pass job"
     assert ["direct" in t.steps for t in timings["spark"]] == [False]
 
-    tables = {side: {n: f"{CATALOG}.{namespace(side)}.{scenario.prefix}_{n}" for n in NAMES} for side in sides}
     for n in NAMES:
         assert rows(spark, tables["direct"][n]) == rows(spark, tables["spark"][n]), n
         assert table_offsets(spark, tables["direct"][n]) == end_offsets(topics[n]), n
@@ -104,7 +115,7 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
     produce(topics["clean"], [{"id": 6, "name": "n6", "amount": 3.0}])
     assert ["direct" in t.steps for t in again()] == [True]
     assert ids(clean) == list(range(7)), "each record once"
-    again(both)  # clean_copy is created from all of the topic (Spark's decoder: no table yet)
+    assert ["direct" in t.steps for t in again(both)] == [True], "clean_copy is created from all of the topic"
     produce(topics["clean"], [{"id": 7, "name": "n7", "amount": 3.5}])
     again()  # clean holds offset 8 now, clean_copy 7
     produce(topics["clean"], [{"id": 8, "name": "n8", "amount": 4.0}])

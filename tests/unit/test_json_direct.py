@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    DataType,
     DecimalType,
     DoubleType,
     IntegerType,
@@ -17,7 +20,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icesink.batch.decode.json_direct import DirectColumn, DirectRows, direct_columns, json_object
+from icesink.batch.decode.json_direct import (
+    DeclinedValueError,
+    DirectColumn,
+    DirectRows,
+    direct_columns,
+    json_object,
+)
 
 
 def shape(*fields: StructField) -> StructType:
@@ -60,7 +69,7 @@ def test_rows_come_out_in_the_columns_arrow_types_with_nulls_for_missing_keys() 
     rows = DirectRows(columns)
     assert rows.add(b'{"id": 1, "x": 2, "tags": [1, null]}')
     assert rows.add(b'\x00\x00\x00\x00\x01{"x": 0.5}')  # framed by Confluent's JSONSerializer
-    assert not rows.add(b'{"id": 1, "x": "2"}')
+    assert not rows.add(b'{"id": 1, "y": 2}'), "a key the table lacks"
     assert rows.rows == 2
     batch = rows.take()
     assert batch is not None
@@ -69,15 +78,74 @@ def test_rows_come_out_in_the_columns_arrow_types_with_nulls_for_missing_keys() 
     assert rows.take() is None, "taken rows are not taken again"
 
 
-def test_a_declined_record_leaves_nothing_behind() -> None:
+REFUSED = (DeclinedValueError, pa.ArrowException, OverflowError, UnicodeError)
+
+
+def decoded(kind: DataType, value: bytes) -> object:
+    """The column's value of the record `{"c": value}`, or "declined"."""
+    columns = direct_columns(shape(StructField("c", kind)))
+    assert columns is not None
+    rows = DirectRows(columns)
+    if not rows.add(b'{"c": ' + value + b"}"):
+        return "declined"
+    try:
+        batch = rows.take()
+    except REFUSED:
+        return "declined"
+    assert batch is not None
+    return batch.to_pylist()[0]["c"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"),
+    [
+        (LongType(), b"1.0"),
+        (LongType(), b'"1"'),
+        (LongType(), b"true"),
+        (LongType(), b"9223372036854775808"),
+        (LongType(), b"-9223372036854775809"),
+        (LongType(), b"18446744073709551616"),
+        (DoubleType(), b'"1.5"'),
+        (DoubleType(), b"true"),
+        (DoubleType(), b"9007199254740993"),  # not exactly a double
+        (DoubleType(), b"Infinity"),
+        (DoubleType(), b"1e999"),
+        (StringType(), b"5"),
+        (StringType(), b'{"a": 1}'),
+        (StringType(), b'["x"]'),
+        (BooleanType(), b"1"),
+        (BooleanType(), b'"true"'),
+        (ArrayType(LongType()), b"1"),
+        (ArrayType(LongType()), b"[1.5]"),
+        (ArrayType(LongType()), b'["x"]'),
+        (ArrayType(DoubleType()), b"[1, Infinity]"),
+    ],
+)
+def test_a_value_not_of_its_columns_type_declines_the_rows(kind: DataType, value: bytes) -> None:
+    assert decoded(kind, value) == "declined"
+
+
+def test_values_of_their_columns_type_are_taken_as_spark_takes_them() -> None:
+    assert decoded(LongType(), b"-9223372036854775808") == -(2**63)
+    assert decoded(DoubleType(), b"2") == 2.0
+    assert decoded(DoubleType(), b"9007199254740992") == 2.0**53
+    assert decoded(DoubleType(), b"18446744073709551616") == 2.0**64, "beyond 64 bits: the nearest double"
+    nan = decoded(DoubleType(), b"NaN")
+    assert isinstance(nan, float)
+    assert math.isnan(nan)
+    assert decoded(ArrayType(DoubleType()), b"[1, 2.5, null]") == [1.0, 2.5, None]
+    assert decoded(BooleanType(), b"false") is False
+    assert decoded(StringType(), b'"\\u00e9"') == "\u00e9"
+
+
+def test_a_declined_value_fails_the_take_of_every_row_since_the_last() -> None:
     columns = direct_columns(shape(StructField("a", LongType()), StructField("b", LongType())))
     assert columns is not None
     rows = DirectRows(columns)
-    assert not rows.add(b'{"a": 1, "b": "x"}')  # a is fine, b is not: no half row
     assert rows.add(b'{"a": 2}')
-    batch = rows.take()
-    assert batch is not None
-    assert batch.to_pylist() == [{"a": 2, "b": None}]
+    assert rows.add(b'{"a": 1, "b": "x"}')
+    with pytest.raises(DeclinedValueError):
+        rows.take()
 
 
 def test_a_string_arrow_refuses_fails_the_take_not_silently() -> None:

@@ -15,11 +15,18 @@ that table are never committed (orphans, as after a failed write, which `icesink
 removes).
 
 Which tables: values of no envelope, no Connect schemas and no decoded key, routed by topic into an
-unpartitioned append table. JSON: an existing table whose columns are all nullable longs, doubles,
-strings, booleans or arrays of them (`decode.direct_json`). Avro: writer schemas (those the topics
-carried last time, or the registry's latest) whose fields are all columns of the table with the
-same type (`decode.direct_avro`); a table that does not exist yet is created first, with the
-columns of those writer schemas, as Spark's path would create it.
+unpartitioned append table. JSON: a table whose columns are all nullable longs, doubles, strings,
+booleans or arrays of them (`decode.direct_json`); for a table that does not exist yet, the
+columns Spark infers from a sample of the batch (`_new_json_item`). Avro: writer schemas (those
+the topics carried last time, or the registry's latest) whose fields are all columns of the table
+with the same type (`decode.direct_avro`); for a table that does not exist yet, the columns of
+those writer schemas, as Spark's path would create it.
+
+A table that does not exist yet is staged (`_staged`: the catalog's stage-create gives its location
+and field ids, and creates nothing), its files are written, and only then is it created
+(`_create`, at that location) and committed as any table. So a table the job declines is never
+created, and Spark's path creates it from all of the batch's records, as it would have; a crash
+leaves at most an empty table.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.avro_direct import AvroRows, DirectAvro, direct_avro, writer_struct
-from icesink.batch.decode.json_direct import DirectColumn, DirectRows, direct_columns
+from icesink.batch.decode.json import JsonDecoder
+from icesink.batch.decode.json_direct import DeclinedValueError, DirectColumn, DirectRows, direct_columns
 from icesink.batch.files import (
     DESCRIPTOR_DDL,
     DESCRIPTOR_FIELDS,
@@ -52,7 +60,6 @@ from icesink.batch.files import (
     written_file,
 )
 from icesink.batch.plan import TablePlan
-from icesink.batch.prepare import ready_tables
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import Planned, TableWork
@@ -76,8 +83,11 @@ _CHUNK_ROWS = 8192
 _WRITERS = 8
 # The direct job's column saying whether an Avro record names its schema in a header.
 NAMED = "__icesink_named_in_header"
-# What Arrow raises for a value it does not take (a string with a lone surrogate).
-_REFUSED = (pa.ArrowException, UnicodeError, OverflowError)
+# Records of each topic-partition a new JSON table's columns are inferred from (`_new_json_item`).
+SAMPLE_RECORDS = 1000
+# What Arrow raises for a value it does not take (a string with a lone surrogate), and the JSON
+# decoder for a value not of its column's type.
+_REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError)
 
 
 DirectDecoder = tuple[DirectColumn, ...] | DirectAvro
@@ -91,6 +101,7 @@ class DirectItem:
     item: Item
     decoder: DirectDecoder
     schema: StructType
+    staged: bool = False  # a table that does not exist yet: `item`'s table is the staged one (`_staged`)
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,7 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
     config = ctx.config
     if ctx.key_decoder is not None or config.decode.key_format is not KeyFormat.NONE:
         return None
-    shape = planned.values
-    if planned.keys is not None or shape is None or plan.table not in targets.topic_routed:
+    if planned.keys is not None or plan.table not in targets.topic_routed:
         return None
     settings = config.tables.settings_for(plan.table.name)
     if settings.is_cdc or settings.flatten_separator or settings.case_insensitive:
@@ -117,13 +127,35 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
     if ctx.catalog.partition_fields(table) if table is not None else settings.partition_by:
         return None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json:
+        if table is None:
+            return _new_json_item(ctx, targets, item)
         # A JSON guess is the table's own shape, made only for plain JSON (no envelope, no Connect
         # schemas met) and tables that spell and nest columns as the records do (records.guess).
-        columns = direct_columns(shape) if table is not None else None
-        return DirectItem(item, columns, shape) if columns is not None else None
-    if config.decode.format is ValueFormat.AVRO and config.decode.direct_avro:
+        columns = direct_columns(planned.values) if planned.values is not None else None
+        return DirectItem(item, columns, planned.values) if columns is not None else None
+    if config.decode.format is ValueFormat.AVRO and config.decode.direct_avro and planned.values is not None:
         return _avro_item(ctx, item)
     return None
+
+
+def _new_json_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
+    """A JSON table that does not exist yet, with the columns Spark infers from the first
+    `SAMPLE_RECORDS` records of each of its topic-partitions in the batch, where Spark's decoder
+    infers them from all of its records. The direct decoder takes a record only when it is a row of
+    exactly those columns, so a batch the sample does not represent (a key, or a wider type, only
+    further on) is declined and goes Spark's way: the table comes out as it would have."""
+    plan = item[0]
+    decoder = ctx.decoder
+    if not isinstance(decoder, JsonDecoder):
+        return None
+    sample = [
+        PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
+        for r in own_ranges(plan, targets.ranges[plan.table])
+        for last in [min(r.last_offset, r.first_offset + SAMPLE_RECORDS - 1)]
+    ]
+    schema = decoder.plain_columns(read_ranges(targets.source.sparkSession, ctx.config, sample))
+    columns = direct_columns(schema) if schema is not None else None
+    return DirectItem(item, columns, schema) if columns is not None and schema is not None else None
 
 
 def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
@@ -149,14 +181,9 @@ def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
 
 def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:
     """(the tables the direct job writes, the others)."""
-    direct: list[DirectItem] = []
-    others: list[Item] = []
-    for item in todo:
-        found = direct_item(ctx, targets, item)
-        if found is not None:
-            direct.append(found)
-        else:
-            others.append(item)
+    found = ctx.tables.map(todo, lambda item: direct_item(ctx, targets, item))  # a new JSON table's sample: a job
+    direct = [d for d in found if d is not None]
+    others = [item for item, d in zip(todo, found, strict=True) if d is None]
     return direct, others
 
 
@@ -167,7 +194,9 @@ def write_direct(
     """Runs the direct job for `items`: (what it wrote, per table it took; the tables it declined)."""
     if not items:
         return [], []
-    items = _created(ctx, items)
+    items, unstaged = _staged(ctx, items)
+    if not items:
+        return [], unstaged
     tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, batch_id, query_id))
     read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
     if {(r.tp, r.first_offset, r.last_offset) for r in read} == {(r.tp, r.first_offset, r.last_offset) for r in ranges}:
@@ -192,15 +221,20 @@ def write_direct(
     for r in rows:
         if not r.declined:
             files[int(r.table)].append(written_file(r))
-    written, others = [], []
+    done = [i for i in range(len(items)) if i not in declined]
+    made = dict(zip(done, ctx.tables.map([items[i] for i in done], lambda d: _create(ctx, d)), strict=True))
+    written: list[Written] = []
+    others = unstaged
     for i, d in enumerate(items):
-        plan, table, planned = d.item
-        if i in declined:
-            log.info("batch %d: table %s: %s; its records go through Spark's decoder", batch_id, plan.table, _why(d))
-            others.append(d.item)
+        plan, _, planned = d.item
+        if i in declined or made[i] is None:
+            why = _why(d) if i in declined else "the table as created does not fit the files written for it"
+            log.info("batch %d: table %s: %s; its records go through Spark's decoder", batch_id, plan.table, why)
+            # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
+            others.append((plan, None, planned) if d.staged else d.item)
             continue
         settings = ctx.config.tables.settings_for(plan.table.name)
-        work = TableWork(plan, table, d.schema, None, settings, planned=planned)
+        work = TableWork(plan, made[i], d.schema, None, settings, planned=planned)
         written.append(Written(work, files[i], bad=0, pending=0, refs=[]))
         if isinstance(d.decoder, DirectAvro):
             # Every record carried one of these schemas (a superset of those it carried: the next
@@ -219,22 +253,49 @@ def _why(d: DirectItem) -> str:
     return "a record the one-pass JSON decoder does not take (a new column, another type, not a JSON object)"
 
 
-def _created(ctx: BatchContext, items: list[DirectItem]) -> list[DirectItem]:
-    """`items`, with the tables that do not exist yet created (prepare.py, as Spark's path would)."""
-    new = [d for d in items if d.item[1] is None]
-    if not new:
-        return items
+def _staged(ctx: BatchContext, items: list[DirectItem]) -> tuple[list[DirectItem], list[Item]]:
+    """`items`, each table that does not exist yet staged: its location and field ids as the
+    catalog would create it, for the direct job's files, and nothing created (`_create` creates it
+    once its files are written, so a table the job declines is never created with the columns of a
+    guess). And the tables left to Spark's path: created meanwhile, or sorted by a column they
+    lack (which that path reports)."""
     settings = ctx.config.tables.settings_for
-    work = [TableWork(d.item[0], None, d.schema, None, settings(d.item[0].table.name)) for d in new]
-    made = {w.plan.table: w for w in ready_tables(ctx, work)}
-    out = []
-    for d in items:
+
+    def stage(d: DirectItem) -> DirectItem | None:
         plan, table, planned = d.item
-        w = made.get(plan.table)
-        if table is None and w is not None:
-            d = DirectItem((plan, w.table, planned), d.decoder, w.target)
-        out.append(d)
-    return out
+        if table is not None:
+            return d
+        sort_by = settings(plan.table.name).sort_by
+        if not set(sort_by) <= set(d.schema.fieldNames()):
+            return None
+        staged = ctx.catalog.stage(plan.table, d.schema, settings(plan.table.name).properties, sort_by)
+        if staged is None:
+            return None
+        return DirectItem((plan, staged, planned), d.decoder, ctx.catalog.spark_schema(staged), staged=True)
+
+    found = ctx.tables.map(items, stage)
+    return [d for d in found if d is not None], [d.item for d, f in zip(items, found, strict=True) if f is None]
+
+
+def _create(ctx: BatchContext, d: DirectItem) -> JavaObject | None:
+    """The table the direct job wrote files for: a staged one created now, at its staged location
+    (when another writer created it meanwhile, that table); None when that table's location or
+    field ids are not those the files were written with."""
+    plan, table, _ = d.item
+    if not d.staged:
+        return table
+    assert table is not None
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    made = ctx.catalog.create(
+        plan.table, d.schema, settings.properties, sort_by=settings.sort_by, location=str(table.location())
+    )
+    if not ctx.catalog.same_layout(made, table):
+        log.warning(
+            "table %s: created elsewhere or with other field ids than staged (another writer?); the files written "
+            "for it are not committed", plan.table,
+        )  # fmt: skip
+        return None
+    return made
 
 
 def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:

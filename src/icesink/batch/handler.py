@@ -99,8 +99,9 @@ class BatchHandler:
            table's (evolved) schema; for upsert/changelog tables, classify each change; a record
            that does not decode is a dead letter, or fails the whole batch before anything is
            written (`on_error: fail`); one the guess does not cover is pending. Before this, plain
-           JSON tables that exist take steps 2 and 4 at once (direct.py): one Spark job decodes
-           and writes all of them in Python; a table it declines a record of goes this way;
+           JSON and plain Avro append tables take steps 2 to 4 at once (direct.py): one Spark job
+           decodes and writes all of them in Python (a new table is created once its files are
+           written); a table it declines a record of goes this way;
         3. prepare (prepare.py): create missing tables (format v2) and evolve their schemas, each
            change its own metadata commit, idempotently;
         4. write (write.py, files.py, new_schemas.py, dead_letters.py): executors write Parquet data
@@ -204,7 +205,7 @@ class BatchHandler:
         query_id = self._query_id()
         direct, todo = split_direct(ctx, targets, todo)
         timings.lap("plan")
-        # 2 and 4 at once for plain JSON tables (direct.py); the tables it declines go on below.
+        # 2 to 4 at once for plain JSON and Avro tables (direct.py); the tables it declines go on below.
         written_direct, declined = write_direct(ctx, targets, direct, ranges, batch_id, query_id)
         todo += declined
         if direct:

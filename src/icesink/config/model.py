@@ -219,8 +219,9 @@ class DecodeConfig(Section):
     )
     direct_json: bool = Field(
         True,
-        description="plain JSON into existing tables of simple columns: decoded and written in one Spark job "
-        "for all such tables (docs/performance.md); false: always through Spark's JSON decoder",
+        description="plain JSON into unpartitioned append tables of simple columns (new tables: the columns of the "
+        "batch's first records, checked on every record): decoded and written in one Spark job for all such tables "
+        "(docs/performance.md); false: always through Spark's JSON decoder",
     )
     direct_avro: bool = Field(
         True,

@@ -93,9 +93,59 @@ class IcebergCatalog:
         partition_by: Sequence[PartitionField] = (),
         key_columns: Sequence[str] = (),
         sort_by: Sequence[str] = (),
+        location: str | None = None,
     ) -> JavaObject:
         """Creates a format-v2 table with the Spark schema's fields, all optional except the key
-        columns, which become its identifier fields; partitioned and sorted as asked."""
+        columns, which become its identifier fields; partitioned and sorted as asked; at
+        `location`, else where the catalog puts it."""
+        builder = self._builder(ref, schema, properties, partition_by, key_columns, sort_by)
+        if location is not None:
+            builder = builder.withLocation(location)
+        try:
+            self._count(1)
+            table = builder.create()
+            log.info(
+                "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
+                f", key {list(key_columns)}" if key_columns else "",
+                f", partitioned by {', '.join(map(str, partition_by))}" if partition_by else "",
+            )  # fmt: skip
+            return table
+        except Exception:
+            # Another writer may have created it between our check and our create.
+            table = self.load(ref)
+            if table is None:
+                raise
+            return table
+
+    def stage(
+        self, ref: TableRef, schema: StructType, properties: Mapping[str, str], sort_by: Sequence[str] = ()
+    ) -> JavaObject | None:
+        """The table as the catalog would create it now (its location and field ids), with nothing
+        created (the catalog's stage-create, whose transaction is never committed): files can be
+        written for a table that `create` makes only once they are. None when it exists by now."""
+        builder = self._builder(ref, schema, properties, (), (), sort_by)
+        self._count(1)
+        try:
+            return builder.createTransaction().table()
+        except Py4JJavaError as e:
+            if e.java_exception.getClass().getName() == _ALREADY_EXISTS:
+                return None
+            raise
+
+    def same_layout(self, table: JavaObject, staged: JavaObject) -> bool:
+        """Whether files written for `staged` (from `stage`) fit `table`: the same location, the
+        same field ids, names and types."""
+        return bool(table.location() == staged.location() and table.schema().sameSchema(staged.schema()))
+
+    def _builder(
+        self,
+        ref: TableRef,
+        schema: StructType,
+        properties: Mapping[str, str],
+        partition_by: Sequence[PartitionField],
+        key_columns: Sequence[str],
+        sort_by: Sequence[str],
+    ) -> JavaObject:
         self.ensure_namespace(ref.namespace)
         ice = self._jvm.org.apache.iceberg
         keys = set(key_columns)
@@ -106,33 +156,18 @@ class IcebergCatalog:
             for k in key_columns:
                 ids.add(jschema.findField(k).fieldId())
             jschema = ice.Schema(jschema.columns(), ids)
-        spec = self._spec(jschema, partition_by)
         props = self._jvm.java.util.HashMap()
         for k, v in properties.items():
             props.put(k, v)
         props.put("format-version", "2")
-        try:
-            builder = self._catalog.buildTable(self._identifier(ref), jschema).withPartitionSpec(spec)
-            builder = builder.withProperties(props)
-            if sort_by:
-                order = ice.SortOrder.builderFor(jschema)
-                for column in sort_by:
-                    order = order.asc(column)
-                builder = builder.withSortOrder(order.build())
-            self._count(1)
-            table = builder.create()
-            log.info(
-                "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
-                f", key {list(key_columns)}" if keys else "",
-                f", partitioned by {', '.join(map(str, partition_by))}" if partition_by else "",
-            )  # fmt: skip
-            return table
-        except Exception:
-            # Another writer may have created it between our check and our create.
-            table = self.load(ref)
-            if table is None:
-                raise
-            return table
+        builder = self._catalog.buildTable(self._identifier(ref), jschema)
+        builder = builder.withPartitionSpec(self._spec(jschema, partition_by)).withProperties(props)
+        if sort_by:
+            order = ice.SortOrder.builderFor(jschema)
+            for column in sort_by:
+                order = order.asc(column)
+            builder = builder.withSortOrder(order.build())
+        return builder
 
     def _spec(self, jschema: JavaObject, fields: Sequence[PartitionField]) -> JavaObject:
         ice = self._jvm.org.apache.iceberg

@@ -81,6 +81,16 @@ class JsonDecoder:
             return None
         return shape if all(_flat(f.dataType) for f in shape.fields) else None
 
+    def plain_columns(self, records: DataFrame) -> StructType | None:
+        """The columns Spark infers from `records` (a sample of a new table's), when they are plain
+        JSON that could be parsed with them in one pass (as `guess` asks of a table's shape)."""
+        if self._envelope is not None or self._connect_seen:
+            return None
+        inferred = self._infer(records.where(F.col(self._src.column).isNotNull()))
+        if _looks_like_connect(inferred):
+            return None
+        return self.guess(None, inferred, ())
+
     def pending(self, planned: Any) -> Column:
         """The records a guessed inspect with `planned` (a shape from `guess`) leaves pending."""
         assert isinstance(planned, StructType)
