@@ -111,6 +111,7 @@ class DirectTable:
     task: WriteTask
     decoder: DirectDecoder
     takes: Mapping[tuple[str, int], tuple[int, int]]  # (topic, partition) -> first and last offset it takes
+    takes_all: bool = False  # every record the job reads (then no record is looked at to route it)
 
 
 def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
@@ -197,9 +198,9 @@ def write_direct(
     items, unstaged = _staged(ctx, items)
     if not items:
         return [], unstaged
-    tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, batch_id, query_id))
     read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
-    if {(r.tp, r.first_offset, r.last_offset) for r in read} == {(r.tp, r.first_offset, r.last_offset) for r in ranges}:
+    tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, read, batch_id, query_id))
+    if _spans(read) == _spans(ranges):
         source: DataFrame = targets.source  # the batch Spark planned: no Kafka read of our own to plan
     else:
         source = read_ranges(targets.source.sparkSession, ctx.config, read)
@@ -315,7 +316,9 @@ def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id:
     )
 
 
-def _direct_table(ctx: BatchContext, targets: Targets, d: DirectItem, batch_id: int, query_id: str) -> DirectTable:
+def _direct_table(
+    ctx: BatchContext, targets: Targets, d: DirectItem, read: list[PartitionRange], batch_id: int, query_id: str
+) -> DirectTable:
     plan, table, _ = d.item
     assert table is not None
     task = WriteTask(
@@ -328,7 +331,12 @@ def _direct_table(ctx: BatchContext, targets: Targets, d: DirectItem, batch_id: 
         target_file_size=ctx.config.tables.target_file_size_bytes,
     )
     mine = own_ranges(plan, targets.ranges[plan.table])
-    return DirectTable(task, d.decoder, {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine})
+    takes = {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine}
+    return DirectTable(task, d.decoder, takes, takes_all=_spans(mine) == _spans(read))
+
+
+def _spans(ranges: Iterable[PartitionRange]) -> set[tuple[TopicPartition, int, int]]:
+    return {(r.tp, r.first_offset, r.last_offset) for r in ranges}
 
 
 def covering(ranges: Iterable[PartitionRange]) -> list[PartitionRange]:
@@ -408,8 +416,13 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
             declined.add(i)
             outs.pop(i).close()  # files it wrote are never committed
 
+        json = sorted({i for found in by_topic.values() for i in found})
+        alone = json[0] if len(json) == 1 and tables[json[0]].takes_all else None
         for batch in batches:
-            if by_topic:
+            if alone is not None:
+                if alone in outs:
+                    _json_values(batch, outs[alone], alone, decline)
+            elif by_topic:
                 _json_records(batch, by_topic, outs, decline)
             for i in avro:
                 out = outs.get(i)
@@ -450,9 +463,19 @@ def _json_records(
                 decline(i)
 
 
+def _json_values(batch: pa.RecordBatch, out: _TableOut, i: int, decline: Any) -> None:
+    """`_json_records` for the one JSON table of the job, which takes every record it reads."""
+    assert out.rows is not None
+    add = out.rows.add
+    for value in batch.column("value").to_pylist():
+        if not add(value):
+            decline(i)
+            return
+
+
 def _avro_records(batch: pa.RecordBatch, out: _TableOut, i: int, decline: Any) -> None:
     """The table's records of `batch`, decoded in one go; the table is declined if one is not taken."""
-    mask = taken_mask(batch, out.table.takes)
+    mask = True if out.table.takes_all else taken_mask(batch, out.table.takes)
     if mask is None:
         return
     values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
