@@ -5,6 +5,7 @@ reaches back into the handler."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -15,6 +16,7 @@ from icesink.batch.seen_schemas import SeenSchemas
 from icesink.batch.storage import StorageSettings
 from icesink.config import Config
 from icesink.iceberg.tables import IcebergCatalog
+from icesink.kafka import reader
 from icesink.kafka.admin import GroupProgress
 from icesink.model import TableRef
 from icesink.runtime.parallel import TablePool
@@ -33,6 +35,8 @@ class BatchContext:
     group_progress: GroupProgress | None  # kafka.consumer_group's progress; None when not set
     seen: SeenSchemas  # the writer schemas each topic carried last time
     tables: TablePool  # runs the per-table steps side by side (job.table_parallelism)
+    # librdkafka's settings for the one-pass job's own Kafka reads (kafka/reader.py); None: Spark's source reads
+    librdkafka: dict[str, Any] | None = None
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
@@ -49,6 +53,7 @@ class BatchContext:
             group_progress=GroupProgress(config, group) if (group := config.kafka.consumer_group) else None,
             seen=SeenSchemas(),
             tables=TablePool(spark, config.job.table_parallelism),
+            librdkafka=reader.settings(config) if config.kafka.direct_read else None,
         )
 
     def table_exists(self, ref: TableRef) -> bool:

@@ -68,6 +68,7 @@ from icesink.batch.write import Written, data_location, error_cause, table_arrow
 from icesink.config import Envelope, KeyFormat, ValueFormat
 from icesink.errors import WriteError
 from icesink.iceberg.jvm import JavaObject
+from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.runtime import faults
 from icesink.schema.evolution import conflicts, merged
@@ -81,6 +82,8 @@ DIRECT_DDL = f"table int, declined boolean, {DESCRIPTOR_DDL}"
 _CHUNK_ROWS = 8192
 # Tables a task finishes at once (200 tables in two tasks: 1.5-2.5 s a task one at a time).
 _WRITERS = 8
+# The table index of the row a task returns when it could not read its records (kafka/reader.py).
+_UNREAD = -1
 # The direct job's column saying whether an Avro record names its schema in a header.
 NAMED = "__icesink_named_in_header"
 # Records of each topic-partition a new JSON table's columns are inferred from (`_new_json_item`).
@@ -200,24 +203,18 @@ def write_direct(
         return [], unstaged
     read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
     tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, read, batch_id, query_id))
-    if _spans(read) == _spans(ranges):
-        source: DataFrame = targets.source  # the batch Spark planned: no Kafka read of our own to plan
-    else:
-        source = read_ranges(targets.source.sparkSession, ctx.config, read)
-    columns = [F.col(c) for c in ("topic", "partition", "offset", "value")]
-    if any(isinstance(d.decoder, DirectAvro) for d in items) and "headers" in source.columns:
-        # Whether the record names its schema in a header (then it is declined), not the headers:
-        # Spark's Arrow hand-off of an array of structs per record took 4.5 s per 300,000 records.
-        named = F.array_contains(F.col("headers.key"), VALUE.schema_id_header)
-        columns.append(F.coalesce(named, F.lit(False)).alias(NAMED))
-    # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
-    # costs more than the share).
-    source = source.select(*columns).coalesce(ctx.spark.sparkContext.defaultParallelism)
+    avro = any(isinstance(d.decoder, DirectAvro) for d in items)
     try:
-        rows = source.mapInArrow(direct_fn(tables, batch_id), DIRECT_DDL).collect()
+        rows = _job(ctx, targets, tables, read, ranges, avro, batch_id).collect()
     except Exception as e:
         raise direct_failed(items, read, batch_id, e) from e
     declined = {int(r.table) for r in rows if r.declined}
+    if _UNREAD in declined:
+        log.warning(
+            "batch %d: the one-pass job's tasks could not read Kafka with librdkafka (see the executors' log); "
+            "Spark's source reads its tables' records", batch_id,
+        )  # fmt: skip
+        declined = set(range(len(items)))
     files: dict[int, list[WrittenFile]] = defaultdict(list)
     for r in rows:
         if not r.declined:
@@ -243,6 +240,63 @@ def write_direct(
             frames = [w.frame for w in d.decoder.writers]
             ctx.seen.learn("value", {topic: frames for topic in plan.topics})
     return written, others
+
+
+def _job(
+    ctx: BatchContext, targets: Targets, tables: list[DirectTable], read: list[PartitionRange],
+    ranges: list[PartitionRange], avro: bool, batch_id: int,
+) -> DataFrame:  # fmt: skip
+    """The one-pass job: its Python tasks read `read` from Kafka themselves (librdkafka,
+    `kafka.direct_read`), or take the records from Spark's Kafka source."""
+    spark = targets.source.sparkSession
+    cores = ctx.spark.sparkContext.defaultParallelism
+    librdkafka = ctx.librdkafka
+    if librdkafka is not None:
+        shares = reader.split(read, cores)
+        one_each = ctx.spark.sparkContext.parallelize([(i,) for i in range(len(shares))], len(shares))
+        tasks = spark.createDataFrame(one_each, "task int")
+        header = VALUE.schema_id_header if avro else None
+        log.info(
+            "batch %d: the one-pass job reads %d record(s) of %d topic-partition(s) with librdkafka in %d task(s)",
+            batch_id, sum(r.records for r in read), len(read), len(shares),
+        )  # fmt: skip
+        return tasks.mapInArrow(_reading_fn(tables, batch_id, shares, librdkafka, header), DIRECT_DDL)
+    if _spans(read) == _spans(ranges):
+        source: DataFrame = targets.source  # the batch Spark planned: no Kafka read of our own to plan
+    else:
+        source = read_ranges(spark, ctx.config, read)
+    columns = [F.col(c) for c in ("topic", "partition", "offset", "value")]
+    if avro and "headers" in source.columns:
+        # Whether the record names its schema in a header (then it is declined), not the headers:
+        # Spark's Arrow hand-off of an array of structs per record took 4.5 s per 300,000 records.
+        named = F.array_contains(F.col("headers.key"), VALUE.schema_id_header)
+        columns.append(F.coalesce(named, F.lit(False)).alias(NAMED))
+    # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
+    # costs more than the share).
+    source = source.select(*columns).coalesce(cores)
+    return source.mapInArrow(direct_fn(tables, batch_id), DIRECT_DDL)
+
+
+def _reading_fn(  # type: ignore[no-untyped-def]
+    tables: Sequence[DirectTable], batch_id: int, shares: list[list[PartitionRange]], settings: dict[str, Any],
+    header: str | None,
+):  # fmt: skip
+    """`direct_fn` for tasks that read their share of the records from Kafka (one task a share, its
+    index the task's one row). A share librdkafka does not read to its end declines every table
+    (`_UNREAD`): Spark's path reads them."""
+    write = direct_fn(tables, batch_id)
+
+    def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        mine = [i for b in tasks for i in b.column("task").to_pylist()]
+        kafka = reader.RangeReader(settings)
+        records = (batch for i in mine for batch in kafka.batches(shares[i], header, NAMED))
+        try:
+            yield from write(records)
+        except reader.RangeReadError as e:
+            log.warning("the one-pass job could not read its records with librdkafka: %s", e)
+            yield from _results([], [_UNREAD])
+
+    return run
 
 
 def _why(d: DirectItem) -> str:
@@ -416,20 +470,12 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
             declined.add(i)
             outs.pop(i).close()  # files it wrote are never committed
 
-        json = sorted({i for found in by_topic.values() for i in found})
-        alone = json[0] if len(json) == 1 and tables[json[0]].takes_all else None
-        for batch in batches:
-            if alone is not None:
-                if alone in outs:
-                    _json_values(batch, outs[alone], alone, decline)
-            elif by_topic:
-                _json_records(batch, by_topic, outs, decline)
-            for i in avro:
-                out = outs.get(i)
-                if out is not None:
-                    _avro_records(batch, out, i, decline)
-            for i in [i for i, out in outs.items() if out.due]:
-                _flush_or_decline(outs, i, decline)
+        try:
+            _take(batches, outs, tables, by_topic, avro, decline)
+        except BaseException:
+            for out in outs.values():
+                out.close()  # files it wrote are never committed
+            raise
         # Each table's last rows and the closing of its files, a few tables at a time: a small
         # table's file is mostly waiting on S3 (pyarrow lets go of the GIL meanwhile).
         with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
@@ -461,6 +507,27 @@ def _json_records(
             assert out.rows is not None
             if first <= offset <= last and not out.rows.add(value):
                 decline(i)
+
+
+def _take(
+    batches: Iterator[pa.RecordBatch], outs: dict[int, _TableOut], tables: Sequence[DirectTable],
+    by_topic: Mapping[str, list[int]], avro: list[int], decline: Any,
+) -> None:  # fmt: skip
+    """Every record of `batches` into the tables that take it (their rows, flushed to files as they fill)."""
+    json = sorted({i for found in by_topic.values() for i in found})
+    alone = json[0] if len(json) == 1 and tables[json[0]].takes_all else None
+    for batch in batches:
+        if alone is not None:
+            if alone in outs:
+                _json_values(batch, outs[alone], alone, decline)
+        elif by_topic:
+            _json_records(batch, by_topic, outs, decline)
+        for i in avro:
+            out = outs.get(i)
+            if out is not None:
+                _avro_records(batch, out, i, decline)
+        for i in [i for i, out in outs.items() if out.due]:
+            _flush_or_decline(outs, i, decline)
 
 
 def _json_values(batch: pa.RecordBatch, out: _TableOut, i: int, decline: Any) -> None:

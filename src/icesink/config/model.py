@@ -90,6 +90,12 @@ class KafkaConfig(Section):
             "see the job (the tables stay the source of truth)"
         ),
     )
+    direct_read: bool = Field(
+        True,
+        description="the one-pass job (decode.direct_json, decode.direct_avro) reads its records with librdkafka in "
+        "its Python tasks, not through Spark's Kafka source; used when librdkafka takes the kafka.* options (else, or "
+        "with false, Spark's source)",
+    )
     options: dict[str, str] = Field(
         default_factory=dict,
         description="extra source options, e.g. kafka.security.protocol, kafka.sasl.jaas.config; they win over "

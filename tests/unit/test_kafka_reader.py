@@ -1,0 +1,75 @@
+"""The one-pass job's own Kafka reads (kafka/reader.py): how ranges are shared among tasks, and
+when librdkafka cannot read them (Spark's source does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from icesink.config import parse_config
+from icesink.kafka import reader
+from icesink.model import PartitionRange
+from icesink.model import TopicPartition as TP
+
+
+def r(topic: str, p: int, first: int, last: int) -> PartitionRange:
+    return PartitionRange(TP(topic, p), first, last, last - first + 1)
+
+
+def offsets(shares: list[list[PartitionRange]]) -> list[set[tuple[str, int, int]]]:
+    """Each share's (topic-partition, offset) pairs, offsets spelled out."""
+    return [
+        {(p.tp.topic, p.tp.partition, o) for p in s for o in range(p.first_offset, p.last_offset + 1)} for s in shares
+    ]
+
+
+def test_shares_cover_every_offset_once_and_about_evenly() -> None:
+    ranges = [r("a", 0, 10, 109), r("a", 1, 0, 9), r("b", 0, 5, 54)]
+    for tasks in (1, 2, 3, 8):
+        shares = reader.split(ranges, tasks)
+        assert 1 <= len(shares) <= tasks
+        found = offsets(shares)
+        every = offsets([ranges])[0]
+        assert set().union(*found) == every, "no offset left out"
+        assert sum(len(s) for s in found) == len(every), "none read twice"
+        sizes = [sum(p.records for p in s) for s in shares]
+        assert max(sizes) <= -(-160 // len(shares)) + 10, sizes
+
+
+def test_one_long_range_is_cut_in_consecutive_pieces_for_the_cores() -> None:
+    shares = reader.split([r("a", 0, 100, 399)], 2)
+    assert shares == [[r("a", 0, 100, 249)], [r("a", 0, 250, 399)]]
+
+
+def test_nothing_to_read_makes_no_share() -> None:
+    assert reader.split([], 2) == []
+
+
+def config(**options: str) -> Any:
+    raw = {
+        "job": {"checkpoint_location": "/tmp/cp"},
+        "kafka": {"bootstrap_servers": "k:9092", "subscribe_pattern": "a.*", "options": options},
+        "catalog": {"uri": "http://c"},
+        "tables": {"namespace": "ns"},
+    }
+    return parse_config(raw, environ={})
+
+
+def test_librdkafka_reads_with_the_jobs_settings_and_never_commits() -> None:
+    found = reader.settings(config(**{"kafka.security.protocol": "PLAINTEXT", "kafka.client.id": "me"}))
+    assert found is not None
+    assert found["bootstrap.servers"] == "k:9092"
+    assert found["security.protocol"] == "PLAINTEXT"
+    assert found["isolation.level"] == "read_committed"
+    assert found["enable.auto.commit"] == "false"
+    assert found["auto.offset.reset"] == "error", "an offset out of range is an error, never a jump"
+
+
+def test_options_librdkafka_does_not_take_leave_the_reads_to_sparks_source() -> None:
+    jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username='u' password='p';"
+    assert reader.settings(config(**{"kafka.sasl.jaas.config": jaas})) is None
+    assert reader.settings(config(**{"kafka.ssl.truststore.location": "/etc/truststore.jks"})) is None
+
+
+def test_a_consumer_takes_two_pieces_of_one_partition_one_after_the_other() -> None:
+    found = reader._rounds([r("a", 0, 0, 9), r("a", 1, 0, 9), r("a", 0, 20, 29)])
+    assert found == [[r("a", 0, 0, 9), r("a", 1, 0, 9)], [r("a", 0, 20, 29)]]
