@@ -117,8 +117,8 @@ def json_object(value: bytes | None) -> dict[str, Any] | None:
     try:
         found = orjson.loads(value)
     except orjson.JSONDecodeError:
-        # What orjson refuses and Python's reader takes (NaN, Infinity, a lone surrogate, an
-        # integer beyond 64 bits), as this decoder read it before orjson: the column checks decide.
+        # What orjson refuses and Python's reader takes (NaN, Infinity, 1e999, a lone surrogate),
+        # read as this decoder read it before orjson: the column checks decide.
         try:
             found = json.loads(value.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError):
