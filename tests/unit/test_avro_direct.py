@@ -200,6 +200,24 @@ def test_rows_of_two_writer_schemas_in_the_tables_columns() -> None:
     assert got == want
 
 
+def test_carried_columns_stay_with_their_records_across_writer_schemas() -> None:
+    """A table of changes carries each record's Kafka offset before its columns: the rows come a
+    writer schema at a time, and each must keep its own offset."""
+    recs = [record(i) for i in range(6)]
+    values = [framed(1, V1, r) if i % 3 else framed(2, V2, {**r, "extra": i}) for i, r in enumerate(recs)]
+    carry = pa.table({"offset": pa.array([100 + i for i in range(6)], pa.int64())})
+    rows = AvroRows(direct(), schema_to_pyarrow(TABLE)).decode(pa.array(values, pa.binary()), carry=carry)
+    assert rows is not None
+    assert rows.column_names == ["offset", *schema_to_pyarrow(TABLE).names]
+    assert sorted(zip(rows.column("offset").to_pylist(), rows.column("id").to_pylist(), strict=True)) == [
+        (100 + i, i) for i in range(6)
+    ]
+    empty = AvroRows(direct(), schema_to_pyarrow(TABLE)).decode(pa.array([], pa.binary()), carry=carry.slice(0, 0))
+    assert empty is not None
+    assert empty.num_rows == 0
+    assert empty.column_names == rows.column_names
+
+
 def test_a_batch_with_no_record_of_a_known_schema_is_empty() -> None:
     rows = decode([])
     assert rows is not None

@@ -40,6 +40,15 @@ def test_one_long_range_is_cut_in_consecutive_pieces_for_the_cores() -> None:
     assert shares == [[r("a", 0, 100, 249)], [r("a", 0, 250, 399)]]
 
 
+def test_whole_topic_partitions_are_never_cut() -> None:
+    """A table of changes reduces each key in one task: each topic-partition stays in one share."""
+    ranges = [r("a", 0, 100, 399), r("a", 1, 0, 9), r("b", 0, 0, 99)]
+    shares = reader.split(ranges, 2, whole=True)
+    assert len(shares) == 2
+    assert sorted(map(str, (p for share in shares for p in share))) == sorted(map(str, ranges))
+    assert [r("a", 0, 100, 399)] in shares, "the long one alone, whole"
+
+
 def test_nothing_to_read_makes_no_share() -> None:
     assert reader.split([], 2) == []
 

@@ -35,21 +35,24 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructType
 
+from icesink.batch import changes
+from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.avro_direct import AvroRows, DirectAvro, direct_avro, writer_struct
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.json_direct import DeclinedValueError, DirectColumn, DirectRows, direct_columns
+from icesink.batch.direct_changes import key_fingerprints, keys_set, operation_codes, shared_keys
 from icesink.batch.files import (
     DESCRIPTOR_DDL,
     DESCRIPTOR_FIELDS,
@@ -59,14 +62,15 @@ from icesink.batch.files import (
     descriptor_columns,
     written_file,
 )
+from icesink.batch.last_changes import last_per_key
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import Planned, TableWork
 from icesink.batch.worker_imports import freeze_imports, keep_zip_directories
-from icesink.batch.write import Written, data_location, error_cause, table_arrow_schema
-from icesink.config import Envelope, KeyFormat, ValueFormat
-from icesink.errors import WriteError
+from icesink.batch.write import CHANGES_PER_TASK, Written, data_location, error_cause, table_arrow_schema
+from icesink.config import Envelope, KeyFormat, OrderScope, ValueFormat, WriteMode
+from icesink.errors import ConfigError, WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
@@ -77,7 +81,9 @@ log = logging.getLogger(__name__)
 
 Item = tuple[TablePlan, JavaObject | None, Planned]
 
-DIRECT_DDL = f"table int, declined boolean, {DESCRIPTOR_DDL}"
+# A row per file written, per table declined, and per table of changes and task: the fingerprints
+# of the keys it wrote (direct_changes.py).
+DIRECT_DDL = f"table int, declined boolean, keys binary, {DESCRIPTOR_DDL}"
 # Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
 _CHUNK_ROWS = 8192
 # Tables a task finishes at once (200 tables in two tasks: 1.5-2.5 s a task one at a time).
@@ -88,6 +94,8 @@ _UNREAD = -1
 NAMED = "__icesink_named_in_header"
 # Records of each topic-partition a new JSON table's columns are inferred from (`_new_json_item`).
 SAMPLE_RECORDS = 1000
+# The Kafka coordinates that order a key's changes after `order_by` (changes.change_order).
+_ORDER = ("topic", "partition", "offset")
 # What Arrow raises for a value it does not take (a string with a lone surrogate), and the JSON
 # decoder for a value not of its column's type.
 _REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError)
@@ -105,6 +113,7 @@ class DirectItem:
     decoder: DirectDecoder
     schema: StructType
     staged: bool = False  # a table that does not exist yet: `item`'s table is the staged one (`_staged`)
+    changes: ChangeSpec | None = None  # an upsert or changelog table (Avro only)
 
 
 @dataclass(frozen=True)
@@ -115,6 +124,7 @@ class DirectTable:
     decoder: DirectDecoder
     takes: Mapping[tuple[str, int], tuple[int, int]]  # (topic, partition) -> first and last offset it takes
     takes_all: bool = False  # every record the job reads (then no record is looked at to route it)
+    changes: ChangeSpec | None = None  # an upsert or changelog table: the task writes each key's last change
 
 
 def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
@@ -126,10 +136,12 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
     if planned.keys is not None or plan.table not in targets.topic_routed:
         return None
     settings = config.tables.settings_for(plan.table.name)
-    if settings.is_cdc or settings.flatten_separator or settings.case_insensitive:
+    if settings.flatten_separator or settings.case_insensitive:
         return None
     if ctx.catalog.partition_fields(table) if table is not None else settings.partition_by:
         return None
+    if settings.is_cdc:
+        return _changes_item(ctx, item)
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json:
         if table is None:
             return _new_json_item(ctx, targets, item)
@@ -183,6 +195,48 @@ def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
     return DirectItem(item, found, schema) if found is not None else None
 
 
+def _changes_item(ctx: BatchContext, item: Item) -> DirectItem | None:
+    """An Avro upsert or changelog table, when the one-pass job can write its changes: a task
+    holds all of its changes to choose each key's last, so not more of them than Spark's path
+    gives a task (CHANGES_PER_TASK); and not when the rows the table holds take part in ordering
+    them (`order_by` across batches: Spark's path joins them, write._held_order)."""
+    plan, table, planned = item
+    config = ctx.config
+    if config.decode.format is not ValueFormat.AVRO or not config.decode.direct_avro or planned.values is None:
+        return None
+    if plan.records > CHANGES_PER_TASK * ctx.spark.sparkContext.defaultParallelism:
+        return None
+    found = _avro_item(ctx, item)
+    if found is None:
+        return None
+    spec = _change_spec(ctx, plan, table, found.schema)
+    return replace(found, changes=spec) if spec is not None else None
+
+
+def _change_spec(ctx: BatchContext, plan: TablePlan, table: JavaObject | None, schema: StructType) -> ChangeSpec | None:
+    """The table's keys and operation as Spark's path resolves them (records._change_spec), or None
+    where that path reports a problem or orders changes by the rows the table holds."""
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    key_column = ctx.config.decode.key_column
+    identifiers = ctx.catalog.identifier_columns(table) if table is not None else []
+    try:
+        keys = changes.resolve_keys(str(plan.table), settings.key_columns, identifiers, None, key_column, schema)
+    except ConfigError:
+        return None
+    names = schema.fieldNames()
+    op_column = ctx.config.decode.operation_column
+    if settings.mode is WriteMode.CHANGELOG and (
+        op_column not in names or not isinstance(schema[op_column].dataType, StringType)
+    ):
+        return None
+    if settings.order_by and (
+        settings.order_by not in names
+        or (settings.order_by_scope is OrderScope.TABLE and table is not None and table.currentSnapshot() is not None)
+    ):
+        return None
+    return ChangeSpec(settings.mode, keys, op_column, key_column, settings.order_by)
+
+
 def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:
     """(the tables the direct job writes, the others)."""
     found = ctx.tables.map(todo, lambda item: direct_item(ctx, targets, item))  # a new JSON table's sample: a job
@@ -209,6 +263,12 @@ def write_direct(
     except Exception as e:
         raise direct_failed(items, read, batch_id, e) from e
     declined = {int(r.table) for r in rows if r.declined}
+    fingerprints: dict[int, list[bytes]] = defaultdict(list)
+    for r in rows:
+        if r.keys is not None:
+            fingerprints[int(r.table)].append(bytes(r.keys))
+    shared = {i for i, found in fingerprints.items() if i not in declined and shared_keys(found)}
+    declined |= shared
     if _UNREAD in declined:
         log.warning(
             "batch %d: the one-pass job's tasks could not read Kafka with librdkafka (see the executors' log); "
@@ -217,7 +277,7 @@ def write_direct(
         declined = set(range(len(items)))
     files: dict[int, list[WrittenFile]] = defaultdict(list)
     for r in rows:
-        if not r.declined:
+        if not r.declined and r.keys is None:
             files[int(r.table)].append(written_file(r))
     done = [i for i in range(len(items)) if i not in declined]
     made = dict(zip(done, ctx.tables.map([items[i] for i in done], lambda d: _create(ctx, d)), strict=True))
@@ -226,13 +286,18 @@ def write_direct(
     for i, d in enumerate(items):
         plan, _, planned = d.item
         if i in declined or made[i] is None:
-            why = _why(d) if i in declined else "the table as created does not fit the files written for it"
+            if i in shared:
+                why = "one of its keys has changes in topic-partitions that different tasks read"
+            elif i in declined:
+                why = _why(d)
+            else:
+                why = "the table as created does not fit the files written for it"
             log.info("batch %d: table %s: %s; its records go through Spark's decoder", batch_id, plan.table, why)
             # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
             others.append((plan, None, planned) if d.staged else d.item)
             continue
         settings = ctx.config.tables.settings_for(plan.table.name)
-        work = TableWork(plan, made[i], d.schema, None, settings, planned=planned)
+        work = TableWork(plan, made[i], d.schema, None, settings, changes=d.changes, planned=planned)
         written.append(Written(work, files[i], bad=0, pending=0, refs=[]))
         if isinstance(d.decoder, DirectAvro):
             # Every record carried one of these schemas (a superset of those it carried: the next
@@ -252,7 +317,8 @@ def _job(
     cores = ctx.spark.sparkContext.defaultParallelism
     librdkafka = ctx.librdkafka
     if librdkafka is not None:
-        shares = reader.split(read, cores)
+        # A table of changes reduces each key's in one task: whole topic-partitions to a task.
+        shares = reader.split(read, cores, whole=any(t.changes is not None for t in tables))
         # One task per share, its index the task's one row (a DataFrame of a Python list took twice as long).
         tasks = spark.range(0, len(shares), 1, len(shares))
         header = VALUE.schema_id_header if avro else None
@@ -300,6 +366,11 @@ def _reading_fn(  # type: ignore[no-untyped-def]
 
 
 def _why(d: DirectItem) -> str:
+    if d.changes is not None:
+        return (
+            "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
+            "value out of range, no key, an operation not I, U or D)"
+        )
     if isinstance(d.decoder, DirectAvro):
         return (
             "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
@@ -323,10 +394,11 @@ def _staged(ctx: BatchContext, items: list[DirectItem]) -> tuple[list[DirectItem
         sort_by = settings(plan.table.name).sort_by
         if not set(sort_by) <= set(d.schema.fieldNames()):
             return None
-        staged = ctx.catalog.stage(plan.table, d.schema, settings(plan.table.name).properties, sort_by)
+        keys = d.changes.keys if d.changes is not None else ()
+        staged = ctx.catalog.stage(plan.table, d.schema, settings(plan.table.name).properties, keys, sort_by)
         if staged is None:
             return None
-        return DirectItem((plan, staged, planned), d.decoder, ctx.catalog.spark_schema(staged), staged=True)
+        return replace(d, item=(plan, staged, planned), schema=ctx.catalog.spark_schema(staged), staged=True)
 
     found = ctx.tables.map(items, stage)
     return [d for d in found if d is not None], [d.item for d, f in zip(items, found, strict=True) if f is None]
@@ -342,7 +414,12 @@ def _create(ctx: BatchContext, d: DirectItem) -> JavaObject | None:
     assert table is not None
     settings = ctx.config.tables.settings_for(plan.table.name)
     made = ctx.catalog.create(
-        plan.table, d.schema, settings.properties, sort_by=settings.sort_by, location=str(table.location())
+        plan.table,
+        d.schema,
+        settings.properties,
+        key_columns=d.changes.keys if d.changes is not None else (),
+        sort_by=settings.sort_by,
+        location=str(table.location()),
     )
     if not ctx.catalog.same_layout(made, table):
         log.warning(
@@ -375,18 +452,22 @@ def _direct_table(
 ) -> DirectTable:
     plan, table, _ = d.item
     assert table is not None
+    arrow_schema = table_arrow_schema(ctx, table)
+    keys = d.changes.keys if d.changes is not None else ()
     task = WriteTask(
         table=str(plan.table),
-        arrow_schema=table_arrow_schema(ctx, table),
+        arrow_schema=arrow_schema,
         data_location=data_location(table),
         file_prefix=f"{query_id[:8]}-{batch_id:08d}",
         batch_id=batch_id,
         storage=ctx.storage,
         target_file_size=ctx.config.tables.target_file_size_bytes,
+        delete_schema=pa.schema([arrow_schema.field(k) for k in keys]) if keys else None,
+        order_columns=len(_ORDER) + bool(d.changes.order_by) if d.changes is not None else 0,
     )
     mine = own_ranges(plan, targets.ranges[plan.table])
     takes = {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine}
-    return DirectTable(task, d.decoder, takes, takes_all=_spans(mine) == _spans(read))
+    return DirectTable(task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes)
 
 
 def _spans(ranges: Iterable[PartitionRange]) -> set[tuple[TopicPartition, int, int]]:
@@ -418,14 +499,54 @@ class _TableOut:
         self._chunks: list[pa.RecordBatch] = []
         self._chunk_rows = 0
         self._files: TableFiles | None = None
+        # A table of changes: every change the task reads (the operation, the order columns, the
+        # table's columns), reduced to each key's last once the task has them all.
+        self._changes: list[pa.Table] = []
+        self.fingerprints: bytes | None = None  # of the keys the task wrote changes for
 
     def add(self, rows: pa.Table) -> None:
         self._chunks += rows.to_batches()
         self._chunk_rows += rows.num_rows
 
+    def add_changes(self, rows: pa.Table) -> bool:
+        """Changes decoded with their Kafka coordinates before the table's columns (`_ORDER`);
+        False when one would not be applied (no key, an unknown operation): the table is declined."""
+        spec = self.table.changes
+        assert spec is not None
+        coordinates = len(_ORDER)  # by position: a table may have a column named offset too
+        values = rows.select(list(range(coordinates, rows.num_columns)))
+        if not keys_set(values, spec.keys):
+            return False
+        raw = values.column(spec.operation_column) if spec.mode is WriteMode.CHANGELOG else None
+        codes = operation_codes(raw, rows.num_rows)
+        if codes is None:
+            return False
+        order = [values.column(spec.order_by)] if spec.order_by else []
+        order += [rows.column(i) for i in range(coordinates)]
+        arrays = [codes, *order, *values.columns]
+        names = [changes.OP, *[f"__icesink_order_{i}" for i in range(len(order))], *values.column_names]
+        self._changes.append(pa.Table.from_arrays(arrays, names=names))
+        return True
+
+    def _write_changes(self) -> None:
+        """Each key's last change among all the task read: its key to the delete file, its row to
+        the data file unless it is a delete (files.py)."""
+        if not self._changes:
+            return
+        rows = pa.concat_tables(self._changes)
+        self._changes = []
+        files = self._files = TableFiles(self.table.task, self._pid)
+        last = last_per_key(rows, files.writer.key_positions, files.writer.order_positions)
+        self.fingerprints = key_fingerprints(last.select(files.writer.key_positions))
+        files.write(last)
+
     def flush(self, last: bool = False) -> None:
         """Moves the gathered rows into Arrow, and into a file once a row group's worth (or the
         task's last rows) are there. Raises pyarrow's error for a value Arrow refuses."""
+        if self.table.changes is not None:
+            if last:
+                self._write_changes()
+            return
         chunk = self.rows.take() if self.rows is not None else None
         if chunk is not None:
             self._chunks.append(chunk)
@@ -439,6 +560,8 @@ class _TableOut:
     @property
     def due(self) -> bool:
         """Whether enough rows are gathered to flush (JSON: a chunk; Avro, already in Arrow: a row group)."""
+        if self.table.changes is not None:
+            return False  # written once the task has every change (`_write_changes`)
         return self.rows.rows >= _CHUNK_ROWS if self.rows is not None else self._chunk_rows >= ROW_GROUP_ROWS
 
     def close(self) -> list[WrittenFile]:
@@ -481,15 +604,17 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
             done = list(pool.map(_finish, outs.values()))
         written = []
-        for i, files in zip(list(outs), done, strict=True):
+        keys: list[tuple[int, bytes]] = []
+        for (i, out), files in zip(list(outs.items()), done, strict=True):
             if files is None:
                 declined.add(i)
             else:
                 written += [(i, f) for f in files]
+                keys += [(i, out.fingerprints)] if out.fingerprints is not None else []
         if written:
             faults.maybe_kill_worker("executor-write", batch_id)
             faults.maybe_kill_executor("executor-lost", batch_id)
-        yield from _results(written, sorted(declined))
+        yield from _results(written, sorted(declined), keys)
 
     return run
 
@@ -546,17 +671,19 @@ def _avro_records(batch: pa.RecordBatch, out: _TableOut, i: int, decline: Any) -
     if mask is None:
         return
     values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
+    carry = pa.Table.from_batches([batch.select(list(_ORDER))]) if out.table.changes is not None else None
     if mask is not True:
         values = values.filter(mask)
         named = named.filter(mask) if named is not None else None
+        carry = carry.filter(mask) if carry is not None else None
     assert out.avro is not None
     try:
-        rows = out.avro.decode(values, named)
+        rows = out.avro.decode(values, named, carry)
     except _REFUSED:
         rows = None
-    if rows is None:
+    if rows is None or (carry is not None and not out.add_changes(rows)):
         decline(i)
-    else:
+    elif carry is None:
         out.add(rows)
 
 
@@ -595,13 +722,17 @@ def _flush_or_decline(outs: dict[int, _TableOut], i: int, decline: Any, last: bo
         decline(i)
 
 
-def _results(written: list[tuple[int, WrittenFile]], declined: list[int]) -> Iterator[pa.RecordBatch]:
-    if not written and not declined:
+def _results(
+    written: list[tuple[int, WrittenFile]], declined: list[int], keys: Sequence[tuple[int, bytes]] = ()
+) -> Iterator[pa.RecordBatch]:  # fmt: skip
+    """The task's `DIRECT_DDL` rows: a file written, a table declined, a table's key fingerprints."""
+    if not written and not declined and not keys:
         return
-    files: list[WrittenFile | None] = [f for _, f in written] + [None] * len(declined)
+    files: list[WrittenFile | None] = [f for _, f in written] + [None] * (len(declined) + len(keys))
     arrays = [
-        pa.array([i for i, _ in written] + declined, pa.int32()),
-        pa.array([False] * len(written) + [True] * len(declined), pa.bool_()),
+        pa.array([i for i, _ in written] + declined + [i for i, _ in keys], pa.int32()),
+        pa.array([False] * len(written) + [True] * len(declined) + [False] * len(keys), pa.bool_()),
+        pa.array([None] * (len(written) + len(declined)) + [k for _, k in keys], pa.binary()),
         *descriptor_columns(files),
     ]
-    yield pa.RecordBatch.from_arrays(arrays, names=["table", "declined", *DESCRIPTOR_FIELDS])
+    yield pa.RecordBatch.from_arrays(arrays, names=["table", "declined", "keys", *DESCRIPTOR_FIELDS])

@@ -118,12 +118,17 @@ class IcebergCatalog:
             return table
 
     def stage(
-        self, ref: TableRef, schema: StructType, properties: Mapping[str, str], sort_by: Sequence[str] = ()
+        self,
+        ref: TableRef,
+        schema: StructType,
+        properties: Mapping[str, str],
+        key_columns: Sequence[str] = (),
+        sort_by: Sequence[str] = (),
     ) -> JavaObject | None:
         """The table as the catalog would create it now (its location and field ids), with nothing
         created (the catalog's stage-create, whose transaction is never committed): files can be
         written for a table that `create` makes only once they are. None when it exists by now."""
-        builder = self._builder(ref, schema, properties, (), (), sort_by)
+        builder = self._builder(ref, schema, properties, (), key_columns, sort_by)
         self._count(1)
         try:
             return builder.createTransaction().table()

@@ -76,9 +76,10 @@ def settings(config: Config) -> dict[str, Any] | None:
     return found
 
 
-def split(ranges: Sequence[PartitionRange], tasks: int) -> list[list[PartitionRange]]:
+def split(ranges: Sequence[PartitionRange], tasks: int, whole: bool = False) -> list[list[PartitionRange]]:
     """`ranges` in at most `tasks` shares of about as many records each: whole topic-partitions
-    where there are enough of them, a long one cut in consecutive pieces where there are not."""
+    where there are enough of them (or `whole`: always), a long one cut in consecutive pieces
+    where there are not."""
     total = sum(r.records for r in ranges)
     if total == 0 or tasks <= 1:
         return [list(ranges)] if ranges else []
@@ -86,7 +87,7 @@ def split(ranges: Sequence[PartitionRange], tasks: int) -> list[list[PartitionRa
     pieces: list[PartitionRange] = []
     for r in ranges:
         first = r.first_offset
-        while r.last_offset - first + 1 > share:
+        while not whole and r.last_offset - first + 1 > share:
             pieces.append(PartitionRange(r.tp, first, first + share - 1, share))
             first += share
         pieces.append(PartitionRange(r.tp, first, r.last_offset, r.last_offset - first + 1))

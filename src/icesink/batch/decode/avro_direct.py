@@ -262,9 +262,11 @@ class AvroRows:
         self._index_headers: dict[tuple[bytes, frozenset[str]], bytes] = {}
         self._mark = secrets.token_bytes(_MARK_SIZE)  # unguessable: no body can fake it
 
-    def decode(self, values: pa.Array, named: pa.Array | None = None) -> pa.Table | None:
+    def decode(self, values: pa.Array, named: pa.Array | None = None, carry: pa.Table | None = None) -> pa.Table | None:
         """The records' rows in the table's columns, or None when any record is declined. `named`:
-        whether each record names its schema in a header (its body is unframed: declined)."""
+        whether each record names its schema in a header (its body is unframed: declined).
+        `carry`: columns of the same records (their Kafka coordinates) put before the table's, row
+        for row (the rows come a writer schema at a time, not in the records' order)."""
         if values.null_count or (named is not None and pc.any(named).as_py()):
             return None
         frames = pc.binary_slice(values, 0, wire.HEADER_SIZE)
@@ -276,13 +278,28 @@ class AvroRows:
             if not count:
                 continue
             taken += count
-            rows = self._decoded(w, values.filter(mine) if count < len(values) else values)
+            every = count == len(values)
+            rows = self._decoded(w, values if every else values.filter(mine))
             if rows is None:
                 return None
+            if carry is not None:
+                extra = carry if every else carry.filter(mine)
+                rows = pa.Table.from_arrays(
+                    [*extra.columns, *rows.columns], names=[*extra.column_names, *rows.column_names]
+                )
             parts.append(rows)
         if taken != len(values):  # unframed, or another schema id: Spark's path (a second pass)
             return None
-        return pa.concat_tables(parts) if parts else self._schema.empty_table()
+        if parts:
+            return pa.concat_tables(parts)
+        empty = self._schema.empty_table()
+        return (
+            empty
+            if carry is None
+            else pa.Table.from_arrays(
+                [*carry.slice(0, 0).columns, *empty.columns], names=[*carry.column_names, *empty.column_names]
+            )
+        )
 
     def _decoded(self, w: DirectWriter, values: pa.Array) -> pa.Table | None:
         decoded = self._read(self._headers[w.frame], values, [*w.fields, _END])

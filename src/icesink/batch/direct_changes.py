@@ -1,0 +1,72 @@
+"""The changes of an upsert or changelog table in the one-pass job (batch/direct.py): each task
+reduces its own records to the last change per key, so a key must not have changes in two tasks.
+
+Spark's path shuffles the changes by key so that a task holds every change of its keys. The
+one-pass job does not shuffle: a task reads whole topic-partitions, and a producer that keys its
+records by the table's key (Debezium does) puts every change of a key in one partition. Nothing
+here trusts that. Each task returns a fingerprint of every key it wrote (`key_fingerprints`), and
+the driver declines the table when a fingerprint comes from two tasks (`shared_keys`), before
+anything is committed: its share of the batch then goes Spark's way. Two keys with the same
+fingerprint only cost that detour.
+
+A record is taken only when Spark's path would apply it (`operation_codes`): its operation one of
+changes.OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything
+else is a dead letter there, so the table is declined.
+
+Pure: pyarrow, numpy and polars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icesink.batch.changes import OP_CODES, UPDATE
+
+_SPELLINGS = pa.array(sorted(OP_CODES))
+_CODES = pa.array([OP_CODES[k] for k in sorted(OP_CODES)])
+
+
+def operation_codes(raw: pa.ChunkedArray | pa.Array | None, rows: int) -> pa.Array | None:
+    """Each record's I/U/D code from the operation column's values (`raw`; None for an upsert
+    table, whose every change is an update), or None when one would not be taken: a null, a
+    spelling not in OP_CODES, or one that is not ASCII (whose lower case this does not vouch
+    matches the JVM's)."""
+    if raw is None:
+        return pa.array([UPDATE] * rows, pa.string())
+    if isinstance(raw, pa.ChunkedArray):
+        raw = raw.combine_chunks()
+    if raw.null_count or not pc.all(pc.string_is_ascii(raw)).as_py():
+        return None
+    # Spark's trim removes spaces only, not other whitespace.
+    spelled = pc.utf8_lower(pc.utf8_trim(raw, " "))
+    found = pc.index_in(spelled, value_set=_SPELLINGS)
+    if found.null_count:
+        return None
+    return _CODES.take(found)
+
+
+def keys_set(rows: pa.Table, keys: Sequence[str]) -> bool:
+    """Whether every row has a value in each key column (a change without one is a dead letter)."""
+    return all(rows.column(k).null_count == 0 for k in keys)
+
+
+def key_fingerprints(keys: pa.Table) -> bytes:
+    """A 64-bit hash of each row of `keys` (the key columns, in the table's types), as bytes:
+    the same key gives the same hash in every task (polars' row hash with a fixed seed)."""
+    import polars as pl
+
+    hashes = pl.from_arrow(keys).hash_rows(seed=0).to_numpy()  # type: ignore[union-attr]
+    return hashes.astype(np.uint64).tobytes()
+
+
+def shared_keys(fingerprints: Sequence[bytes]) -> bool:
+    """Whether any fingerprint is in more than one of the tasks' `fingerprints` (each task's keys
+    are distinct already: it wrote one change per key)."""
+    if len(fingerprints) <= 1:
+        return False
+    found = np.concatenate([np.frombuffer(f, dtype=np.uint64) for f in fingerprints])
+    return bool(np.unique(found).size < found.size)

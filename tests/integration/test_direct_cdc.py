@@ -1,0 +1,195 @@
+"""Changelog tables of Avro records written in one pass (batch/direct.py, batch/direct_changes.py):
+each task reduces the changes of the topic-partitions it reads to the last per key and writes
+equality deletes and rows. The same table as Spark's path across batches and a replay; a key whose
+changes are in two tasks' topic-partitions sends the table Spark's way; changes that cannot be
+applied still become dead letters; a crash replays once."""
+
+from __future__ import annotations
+
+import logging
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit.changes import Change, oracle, random_changes
+from dev.kit.kafka import create_topics, end_offsets, produce_keyed
+from dev.kit.scenario import CATALOG, Scenario
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.iceberg.tables import IcebergCatalog
+from icesink.job.query import Job
+from icesink.model import TableRef
+from icesink.runtime import faults
+from icesink.runtime.timings import BatchTimings
+from tests.integration.test_direct_json import letters, rows
+from tests.support.cli import run_cli
+from tests.support.spark import snapshots, table_offsets
+from tests.support.values import avro_config, avro_values, table_state
+
+pytestmark = [pytest.mark.slow]
+
+SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "Account",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "v", "type": "long"},
+        {"name": "name", "type": "string"},
+        {"name": "op", "type": "string"},
+    ],
+}
+
+
+def avro_changes(topic: str, changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
+    """(key, value, partition) of each change: keyed by its id, an Avro value with its operation."""
+    items = [{"id": c.key, "v": c.seq, "name": f"k{c.key}-{c.seq}", "op": c.op} for c in changes]
+    values = avro_values(topic, SCHEMA, items)
+    return [(str(c.key).encode(), v, c.partition) for c, v in zip(changes, values, strict=True)]
+
+
+def changelog(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
+    return avro_config(
+        scenario,
+        **{
+            "decode.operation_column": "op",
+            "tables.mode": "changelog",
+            "tables.key_columns": ["id"],
+            **overrides,
+        },
+    )
+
+
+def run_job(spark: SparkSession, scenario: Scenario, **overrides: Any) -> list[BatchTimings]:
+    job = Job(spark, scenario.config(**changelog(scenario, **overrides)))
+    seen: list[BatchTimings] = []
+    job.handler.on_timings = seen.append
+    job.run()
+    return seen
+
+
+def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("accounts")
+    create_topics(topic, partitions=3)
+    changes = list(random_changes(6_000, 600, 3, seed=21, tombstones=False))
+    produce_keyed(topic, avro_changes(topic, changes))
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        return run_job(
+            spark,
+            scenario,
+            **{
+                "tables.namespace": f"{scenario.namespace}_{side}",
+                "job.checkpoint_location": str(tmp_path / side),
+                "decode.direct_avro": sides[side],
+                "kafka.max_offsets_per_trigger": 2_500,
+                **more,
+            },
+        )
+
+    timings = {side: run(side) for side in sides}
+    assert ["direct" in t.steps for t in timings["direct"]] == [True] * 3, "every batch in one pass, batch 0 too"
+    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 3
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_accounts" for side in sides}
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state), "no key twice"
+        assert state == oracle(changes)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    snaps = snapshots(spark, tables["direct"])
+    assert len(snaps) == 3, "one snapshot per batch"
+    assert {s["operation"] for s in snaps} == {"overwrite"}, "RowDelta commits"
+    assert all(int(s["summary"]["added-equality-deletes"]) > 0 for s in snaps)
+    catalog = IcebergCatalog(spark, CATALOG)
+    table = catalog.load(TableRef(f"{scenario.namespace}_direct", f"{scenario.prefix}_accounts"))
+    assert catalog.identifier_columns(table) == ["id"], "created with its key, as Spark's path creates it"
+
+    # A new checkpoint from the earliest offsets: the job writes only what the table lacks.
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(900, 600, 3, seed=22)]
+    more = [c for c in more if c.op != "T"]
+    produce_keyed(topic, avro_changes(topic, more))
+    again = run("direct", **{"job.checkpoint_location": str(tmp_path / "replay"), "kafka.starting_offsets": "earliest"})
+    assert ["direct" in t.steps for t in again] == [False, False, True], "batches the table holds are skipped"
+    state, count = table_state(spark, tables["direct"])
+    assert count == len(state), "no key twice"
+    assert state == oracle(changes + more), "each change applied once"
+    assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+
+
+def test_a_key_with_changes_in_two_tasks_partitions_and_bad_changes_go_sparks_way(
+    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Key 1 changes in partition 0 and again in partition 1, which the other task reads: each task
+    alone would keep a row for it. And a topic with a change of an unknown operation, a dead letter."""
+    split, bad = scenario.topic("split"), scenario.topic("bad")
+    create_topics(split, bad, partitions=2)
+    ones = [Change(1, "I", 0, 0), Change(1, "U", 1, 1)]
+    filler = [Change(k, "I", k, k % 2) for k in range(10, 30)]
+    produce_keyed(split, avro_changes(split, filler[:10] + ones + filler[10:]))
+    good = [Change(k, "I", k, k % 2) for k in range(10)]
+    unknown = [{"id": 99, "v": 1, "name": "x", "op": "X"}]
+    produce_keyed(bad, avro_changes(bad, good))
+    produce_keyed(bad, [(b"99", avro_values(bad, SCHEMA, unknown)[0], 0)])
+    caplog.set_level(logging.INFO, logger="icesink.batch.direct")
+
+    timings = run_job(spark, scenario)
+    assert ["direct" in t.steps for t in timings] == [True], "the one-pass job ran, then declined both tables"
+    reasons = [r.getMessage() for r in caplog.records if "its records go through Spark's decoder" in r.getMessage()]
+    assert any("split" in m and "keys has changes in topic-partitions that different tasks read" in m for m in reasons)
+    assert any("_bad" in m and "an operation not I, U or D" in m for m in reasons), reasons
+    state, count = table_state(spark, scenario.table("split"))
+    assert count == len(state), "key 1 once"
+    assert state == oracle(filler + ones)
+    assert state[1] == 1, "partition 1's change is key 1's last"
+    assert table_state(spark, scenario.table("bad"))[0] == oracle(good)
+    dead = letters(spark, scenario.namespace)
+    assert [(t, o) for t, o, _ in dead] == [(bad, 5)], dead
+    assert dead[0][2] == "UnknownOperation"
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("point", ["executor-write", "after-commit"])
+def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
+    point: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Killed while a task has written its reduced changes and nothing of batch 1 is committed
+    (executor-write), or after batch 1's RowDelta committed and before Spark's commit log
+    (after-commit): the restart applies every change once."""
+    topic = scenario.topic("ledger")
+    create_topics(topic, partitions=3)
+    changes = [c for c in random_changes(6_000, 600, 3, seed=11) if c.op != "T"]
+    produce_keyed(topic, avro_changes(topic, changes))
+    config = scenario.write_config(
+        tmp_path / "job.yaml", **changelog(scenario, **{"kafka.max_offsets_per_trigger": 2_500})
+    )
+    table = scenario.table("ledger")
+
+    crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
+    if point == "executor-write":
+        assert crashed.returncode == 1, crashed.stderr[-3000:]
+        assert "in one pass failed" in crashed.stderr
+        assert len(snapshots(spark, table)) == 1, "only batch 0 was committed"
+    else:
+        assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+        assert len(snapshots(spark, table)) == 2, "batches 0 and 1 were committed"
+    assert not (scenario.checkpoint / "commits" / "1").exists(), "killed before Spark's commit log"
+
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(1_500, 600, 3, seed=12)]
+    more = [c for c in more if c.op != "T"]
+    produce_keyed(topic, avro_changes(topic, more))
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"batch \d+ timings: .*direct", resumed.stderr), "the replay took the one-pass job too"
+    if point == "after-commit":
+        assert "already holds these offsets" in resumed.stderr
+    state, count = table_state(spark, table)
+    assert count == len(state), "no key twice"
+    assert state == oracle(changes + more), "no delete lost, no update doubled"
+    assert codec.decode(snapshots(spark, table)[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(topic)
