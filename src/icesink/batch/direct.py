@@ -15,7 +15,9 @@ that table are never committed (orphans, as after a failed write, which `icesink
 removes).
 
 Which tables: values of no envelope, no Connect schemas and no decoded key, routed by topic into an
-unpartitioned append table. JSON: a table whose columns are all nullable longs, doubles, strings,
+unpartitioned table: an append table, or for Avro an upsert or changelog table too (`_changes_item`:
+each task reads whole topic-partitions and writes each key's last change of them, and the driver
+checks that no key was written by two tasks, batch/direct_changes.py). JSON: a table whose columns are all nullable longs, doubles, strings,
 booleans or arrays of them (`decode.direct_json`); for a table that does not exist yet, the
 columns Spark infers from a sample of the batch (`_new_json_item`). Avro: writer schemas (those
 the topics carried last time, or the registry's latest) whose fields are all columns of the table

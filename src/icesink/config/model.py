@@ -231,9 +231,10 @@ class DecodeConfig(Section):
     )
     direct_avro: bool = Field(
         True,
-        description="Avro of flat records of simple types (no envelope), into unpartitioned append tables with those "
-        "columns: decoded in Python and written in one Spark job (docs/performance.md); false: always through "
-        "Spark's from_avro",
+        description="Avro of flat records of simple types (no envelope), into unpartitioned append, changelog or "
+        "upsert tables with those columns: decoded in Python and written in one Spark job, each key's last change "
+        "chosen in the task that reads its topic-partition (docs/performance.md); false: always through Spark's "
+        "from_avro",
     )
 
 
