@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
+from icesink.batch import direct
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.job.query import Job
@@ -152,6 +153,23 @@ def test_a_key_with_changes_in_two_tasks_partitions_and_bad_changes_go_sparks_wa
     dead = letters(spark, scenario.namespace)
     assert [(t, o) for t, o, _ in dead] == [(bad, 5)], dead
     assert dead[0][2] == "UnknownOperation"
+
+
+def test_more_changes_than_the_tasks_would_hold_go_sparks_way(
+    spark: SparkSession, scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task holds every change it reads: a batch with more than Spark's path gives its tasks
+    (CHANGES_PER_TASK per core, 2 cores) is shuffled by key instead."""
+    monkeypatch.setattr(direct, "CHANGES_PER_TASK", 10)
+    topic = scenario.topic("many")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(30, 12, 2, seed=5, tombstones=False))
+    produce_keyed(topic, avro_changes(topic, changes))
+    timings = run_job(spark, scenario)
+    assert ["direct" in t.steps for t in timings] == [False]
+    state, count = table_state(spark, scenario.table("many"))
+    assert count == len(state)
+    assert state == oracle(changes)
 
 
 @pytest.mark.faults

@@ -17,9 +17,10 @@ removes).
 Which tables: values of no envelope, no Connect schemas and no decoded key, routed by topic into an
 unpartitioned table: an append table, or for Avro an upsert or changelog table too (`_changes_item`:
 each task reads whole topic-partitions and writes each key's last change of them, and the driver
-checks that no key was written by two tasks, batch/direct_changes.py). JSON: a table whose columns are all nullable longs, doubles, strings,
-booleans or arrays of them (`decode.direct_json`); for a table that does not exist yet, the
-columns Spark infers from a sample of the batch (`_new_json_item`). Avro: writer schemas (those
+checks that no key was written by two tasks, batch/direct_changes.py). JSON: a table whose
+columns are all nullable longs, doubles, strings, booleans or arrays of them
+(`decode.direct_json`); for a table that does not exist yet, the columns Spark infers from a
+sample of the batch (`_new_json_item`). Avro: writer schemas (those
 the topics carried last time, or the registry's latest) whose fields are all columns of the table
 with the same type (`decode.direct_avro`); for a table that does not exist yet, the columns of
 those writer schemas, as Spark's path would create it.
@@ -198,15 +199,12 @@ def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
 
 
 def _changes_item(ctx: BatchContext, item: Item) -> DirectItem | None:
-    """An Avro upsert or changelog table, when the one-pass job can write its changes: a task
-    holds all of its changes to choose each key's last, so not more of them than Spark's path
-    gives a task (CHANGES_PER_TASK); and not when the rows the table holds take part in ordering
-    them (`order_by` across batches: Spark's path joins them, write._held_order)."""
+    """An Avro upsert or changelog table, when the one-pass job can write its changes; not when
+    the rows the table holds take part in ordering them (`order_by` across batches: Spark's path
+    joins them, write._held_order). How many changes the job takes: `split_direct`."""
     plan, table, planned = item
     config = ctx.config
     if config.decode.format is not ValueFormat.AVRO or not config.decode.direct_avro or planned.values is None:
-        return None
-    if plan.records > CHANGES_PER_TASK * ctx.spark.sparkContext.defaultParallelism:
         return None
     found = _avro_item(ctx, item)
     if found is None:
@@ -242,6 +240,14 @@ def _change_spec(ctx: BatchContext, plan: TablePlan, table: JavaObject | None, s
 def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:
     """(the tables the direct job writes, the others)."""
     found = ctx.tables.map(todo, lambda item: direct_item(ctx, targets, item))  # a new JSON table's sample: a job
+    # A task holds every change it reads until it has them all: the tables of changes the job
+    # takes hold no more than Spark's path would give its tasks (the others take that path).
+    budget = CHANGES_PER_TASK * ctx.spark.sparkContext.defaultParallelism
+    for i, d in enumerate(found):
+        if d is not None and d.changes is not None:
+            budget -= d.item[0].records
+            if budget < 0:
+                found[i] = None
     direct = [d for d in found if d is not None]
     others = [item for item, d in zip(todo, found, strict=True) if d is None]
     return direct, others
