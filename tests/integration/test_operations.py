@@ -28,7 +28,7 @@ from icesink.model import TopicPartition
 from icesink.ops import checkpoints
 from icesink.runtime import faults
 from tests.support.cli import run_cli
-from tests.support.spark import snapshots, table_exists
+from tests.support.spark import snapshots, table_exists, table_offsets
 from tests.support.values import cdc_config, records, table_state
 from tests.support.wait import wait_until
 
@@ -218,6 +218,35 @@ def test_a_rewind_needs_the_flag_and_leaves_an_audit_record(
     Job(spark, scenario.config()).run()
     ids = sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
     assert ids == sorted([*range(20), *range(20)]), "re-ingested, as asked"
+
+
+@pytest.mark.slow
+def test_maintain_rewrites_the_manifests_the_appends_add(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Each batch of an append table adds a manifest (a fast append, as Spark's streaming sink
+    commits); `maintain` leaves one, with every row and the offsets as they were."""
+    topic = scenario.topic("visits")
+    create_topics(topic)
+    produce(topic, [{"id": i, "page": f"p{i % 7}"} for i in range(60)])
+    overrides = {"kafka.max_offsets_per_trigger": 10}
+    Job(spark, scenario.config(**overrides)).run()
+    table = scenario.table("visits")
+
+    def manifests() -> int:
+        spark.sql(f"REFRESH TABLE {table}")
+        return int(spark.sql(f"SELECT count(*) FROM {table}.manifests").first()[0])
+
+    batches = len(snapshots(spark, table))
+    assert batches >= 6
+    assert manifests() == batches, "one manifest per batch"
+    offsets = table_offsets(spark, table)
+    config = scenario.write_config(tmp_path / "job.yaml", **overrides)
+    results = {r["table"]: r for r in as_json(cli("maintain", "-c", str(config), "--json"))}
+    assert results[f"{scenario.namespace}.{scenario.prefix}_visits"]["rewritten_manifests"] > 0
+    assert manifests() == 1
+    assert sorted(r.id for r in spark.table(table).collect()) == list(range(60)), "every row once"
+    assert table_offsets(spark, table) == offsets == end_offsets(topic), "the offsets survive"
 
 
 @pytest.mark.slow

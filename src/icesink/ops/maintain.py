@@ -1,10 +1,14 @@
-"""Table maintenance that never breaks exactly-once: compaction, snapshot expiry, orphan removal.
+"""Table maintenance that never breaks exactly-once: compaction, manifest rewrite, snapshot
+expiry, orphan removal.
 
 Runs Iceberg's Spark procedures, safe next to a running job:
 - compaction (`rewrite_data_files`, `delete-file-threshold` 1, dangling deletes removed) commits
   with the starting sequence number, so equality deletes the job commits meanwhile still apply to
   the rewritten rows; a conflict (the job touched the same files) is retried on fresh metadata.
   Its snapshot carries no offsets; the job and `offsets show` read the newest one that does.
+- the manifests are rewritten (`rewrite_manifests`): the job's appends add one each, as Spark's
+  streaming sink does, and a query plans over all of them; like compaction, a snapshot without
+  offsets, retried on a conflict;
 - expiry never removes the newest offset-bearing snapshot, nor anything newer;
 - orphan removal only takes files older than a safe age (files of a batch being written now are
   young, and the job commits them within one batch).
@@ -33,6 +37,7 @@ class MaintenanceResult:
     table: str
     rewritten_data_files: int
     added_data_files: int
+    rewritten_manifests: int
     removed_delete_files: int
     expired_snapshots: int
     orphan_files: int
@@ -70,20 +75,13 @@ def maintain_table(
         "map('delete-file-threshold', '1', 'min-input-files', '2', "
         "'remove-dangling-deletes', 'true', 'partial-progress.enabled', 'false')"
     )
-    rewrite: Any = None
-    for attempt in range(1, attempts + 1):
-        try:
-            rewrite = spark.sql(
-                f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})"
-            ).first()
-            break
-        except Exception as e:
-            if attempt == attempts or not any(m in str(e) for m in _CONFLICT_MARKERS):
-                raise MaintenanceError(f"table {ref}: compaction failed: {str(e).splitlines()[0]}") from None
-            log.info(
-                "table %s: compaction conflicted with a concurrent commit, retrying (%d/%d)", ref, attempt, attempts
-            )
-            time.sleep(min(2.0 * attempt, 10.0))
+    rewrite, attempt = _retried(
+        spark, ref, "compaction", f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})",
+        attempts,
+    )  # fmt: skip
+    manifests, _ = _retried(
+        spark, ref, "the manifest rewrite", f"CALL {catalog}.system.rewrite_manifests(table => '{ident}')", attempts
+    )
     now = dt.datetime.now(dt.UTC)
     older_than = now - expire_after
     keep_from = _offset_snapshot_time(spark, catalog, ref)
@@ -103,6 +101,7 @@ def maintain_table(
         table=str(ref),
         rewritten_data_files=int(rewrite.rewritten_data_files_count) if rewrite else 0,
         added_data_files=int(rewrite.added_data_files_count) if rewrite else 0,
+        rewritten_manifests=int(manifests.rewritten_manifests_count) if manifests else 0,
         removed_delete_files=int(getattr(rewrite, "removed_delete_files_count", 0) or 0) if rewrite else 0,
         # One manifest list per snapshot.
         expired_snapshots=int(expired.get("deleted_manifest_lists_count") or 0),
@@ -110,6 +109,20 @@ def maintain_table(
         attempts=attempt,
         seconds=time.monotonic() - started,
     )
+
+
+def _retried(spark: SparkSession, ref: TableRef, what: str, call: str, attempts: int) -> tuple[Any, int]:
+    """(the procedure's first row, the attempt it took): run again when it conflicted with a
+    commit of the job (or anything else) on the same table."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return spark.sql(call).first(), attempt
+        except Exception as e:
+            if attempt == attempts or not any(m in str(e) for m in _CONFLICT_MARKERS):
+                raise MaintenanceError(f"table {ref}: {what} failed: {str(e).splitlines()[0]}") from None
+            log.info("table %s: %s conflicted with a concurrent commit, retrying (%d/%d)", ref, what, attempt, attempts)
+            time.sleep(min(2.0 * attempt, 10.0))
+    raise AssertionError("unreachable")
 
 
 def parse_age(text: str) -> dt.timedelta:

@@ -26,7 +26,10 @@ def maintain(args: argparse.Namespace) -> int:
     results = []
     try:
         for i, ref in enumerate(refs, 1):
-            print(f"[{i}/{len(refs)}] {ref}: compacting, expiring snapshots, removing orphan files", file=sys.stderr)
+            print(
+                f"[{i}/{len(refs)}] {ref}: compacting, rewriting manifests, expiring snapshots, removing orphan files",
+                file=sys.stderr,
+            )
             results.append(
                 asdict(maintenance.maintain_table(spark, config.catalog.name, ref, expire_after, orphans_after))
             )
@@ -39,6 +42,7 @@ def maintain(args: argparse.Namespace) -> int:
             "table",
             "rewritten_data_files",
             "added_data_files",
+            "rewritten_manifests",
             "removed_delete_files",
             "expired_snapshots",
             "orphan_files",
