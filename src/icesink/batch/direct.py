@@ -55,6 +55,7 @@ from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.avro_direct import AvroRows, DirectAvro, direct_avro, writer_struct
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.json_direct import DeclinedValueError, DirectColumn, DirectRows, direct_columns
+from icesink.batch.decode.records import change_spec
 from icesink.batch.direct_changes import key_fingerprints, keys_set, operation_codes, shared_keys
 from icesink.batch.files import (
     DESCRIPTOR_DDL,
@@ -214,27 +215,18 @@ def _changes_item(ctx: BatchContext, item: Item) -> DirectItem | None:
 
 
 def _change_spec(ctx: BatchContext, plan: TablePlan, table: JavaObject | None, schema: StructType) -> ChangeSpec | None:
-    """The table's keys and operation as Spark's path resolves them (records._change_spec), or None
-    where that path reports a problem or orders changes by the rows the table holds."""
+    """The table's keys and operation as Spark's path resolves them (records.change_spec), or None
+    where that path reports a problem, reads an operation that is not a string, or orders changes
+    by the rows the table holds."""
     settings = ctx.config.tables.settings_for(plan.table.name)
-    key_column = ctx.config.decode.key_column
-    identifiers = ctx.catalog.identifier_columns(table) if table is not None else []
     try:
-        keys = changes.resolve_keys(str(plan.table), settings.key_columns, identifiers, None, key_column, schema)
+        spec = change_spec(ctx, plan.table, settings, table, None, schema)
     except ConfigError:
         return None
-    names = schema.fieldNames()
-    op_column = ctx.config.decode.operation_column
-    if settings.mode is WriteMode.CHANGELOG and (
-        op_column not in names or not isinstance(schema[op_column].dataType, StringType)
-    ):
+    if spec.mode is WriteMode.CHANGELOG and not isinstance(schema[spec.operation_column].dataType, StringType):
         return None
-    if settings.order_by and (
-        settings.order_by not in names
-        or (settings.order_by_scope is OrderScope.TABLE and table is not None and table.currentSnapshot() is not None)
-    ):
-        return None
-    return ChangeSpec(settings.mode, keys, op_column, key_column, settings.order_by)
+    held = settings.order_by_scope is OrderScope.TABLE and table is not None and table.currentSnapshot() is not None
+    return None if spec.order_by and held else spec
 
 
 def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:

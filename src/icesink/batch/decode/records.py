@@ -100,7 +100,7 @@ def decode_table(
     key_error = F.col(KEY_ERROR) if key_type is not None else no_error()
     spec = None
     if settings.is_cdc and target.fields:
-        spec = _change_spec(ctx, plan.table, settings, table, key_type, target)
+        spec = change_spec(ctx, plan.table, settings, table, key_type, target)
         parsed = changes.classify(parsed, spec, target, key, key_error)
     elif key_type is not None:
         # A value error is reported before a key error.
@@ -163,7 +163,7 @@ def _check_compatible(ref: TableRef, settings: TableSettings, target: StructType
         )
 
 
-def _change_spec(
+def change_spec(
     ctx: BatchContext,
     ref: TableRef,
     settings: TableSettings,
