@@ -24,6 +24,10 @@ _DEFAULTS = {
     # gain nothing from the cache's compression, which costs 10-30% of that first pass.
     "spark.sql.inMemoryColumnarStorage.compressed": "false",
     "spark.ui.showConsoleProgress": "false",
+    # The JVM and its Python workers talk over a Unix domain socket, not TCP on localhost: over TCP
+    # a task's first input waited on a delayed ACK, 40-50 ms a Python job (a one-task mapInArrow
+    # job took 104-121 ms against 68), which a small batch's one-pass job paid every trigger.
+    "spark.python.unix.domain.socket.enabled": "true",
     # The tables of a batch are written side by side, each table's job in its own pool
     # (runtime/parallel.py): a big table's job does not hold every core while small ones wait.
     "spark.scheduler.mode": "FAIR",
