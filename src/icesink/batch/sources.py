@@ -62,13 +62,15 @@ def table_sources(
         mine = own_ranges(plan, targets.ranges[plan.table])
         if plan.table in targets.topic_routed and 0 < len(mine) < batch_tps:
             # In the batch's own session, as the tables read from the shared batch are.
-            frame = read_ranges(targets.source.sparkSession, ctx.config, mine)
+            frame = read_ranges(targets.batch.sparkSession, ctx.config, mine)
             if reads_twice(ctx, planned):
                 frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
                 out.persisted.append(frame)
             out.records[plan.table] = frame
         else:
             shared.append((plan, planned))
+    if not shared:  # e.g. every table went the one-pass way: the shared batch is not planned at all
+        return out
     source = targets.source
     if not cached and (len(shared) > 1 or any(reads_twice(ctx, planned) for _, planned in shared)):
         # Nothing has read the batch yet: every read below takes it from the cache.
