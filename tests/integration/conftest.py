@@ -19,3 +19,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def scenario(tmp_path: Path) -> Scenario:
     return Scenario.new(tmp_path)
+
+
+@pytest.fixture
+def every_core(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one-pass job runs a task per core however small the batch (a test's few records would
+    otherwise be one task: `direct.task_count`), so what depends on two tasks is tested."""
+    from icesink.batch import direct
+
+    monkeypatch.setattr(direct, "RECORDS_PER_TASK", 1)

@@ -125,7 +125,7 @@ def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
 
 
 def test_a_key_with_changes_in_two_tasks_partitions_and_bad_changes_go_sparks_way(
-    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture
+    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture, every_core: None
 ) -> None:
     """Key 1 changes in partition 0 and again in partition 1, which the other task reads: each task
     alone would keep a row for it. And a topic with a change of an unknown operation, a dead letter."""

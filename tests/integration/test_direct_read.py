@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slow]
 
 
 def test_aborted_transactions_are_left_out_as_sparks_source_leaves_them_out(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture, every_core: None
 ) -> None:
     topic = scenario.topic("txn")
     create_topics(topic, partitions=1)  # one partition: the two tasks each read a piece of it

@@ -57,8 +57,8 @@ def test_a_column_of_distinct_strings_past_the_dictionary_limit_reads_back_in_sp
         (i, distinct_value(i), ("view", "cart", "purchase")[i % 3]) for i in range(DISTINCT)
     ]
     counts = [r.record_count for r in spark.sql(f"SELECT record_count FROM {distinct_strings}.files").collect()]
-    # Each file's column chunk past the limit (values of 37 bytes and more; the one-pass job's
-    # two tasks each read half of the partition).
+    # Each file's column chunk past the limit (values of 37 bytes and more; the one-pass job
+    # writes a file per task).
     assert min(counts) * 37 > 64 * 1024, counts
 
 

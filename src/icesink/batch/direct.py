@@ -173,7 +173,7 @@ def _new_json_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectIte
         for r in own_ranges(plan, targets.ranges[plan.table])
         for last in [min(r.last_offset, r.first_offset + SAMPLE_RECORDS - 1)]
     ]
-    schema = decoder.plain_columns(read_ranges(targets.source.sparkSession, ctx.config, sample))
+    schema = decoder.plain_columns(read_ranges(targets.batch.sparkSession, ctx.config, sample))
     columns = direct_columns(schema) if schema is not None else None
     return DirectItem(item, columns, schema) if columns is not None and schema is not None else None
 
@@ -307,18 +307,22 @@ def write_direct(
     return written, others
 
 
+# See `task_count`: at about 200,000 records a second per core, 10,000 records take ~50 ms.
+RECORDS_PER_TASK = 10_000
+
+
 def _job(
     ctx: BatchContext, targets: Targets, tables: list[DirectTable], read: list[PartitionRange],
     ranges: list[PartitionRange], avro: bool, batch_id: int,
 ) -> DataFrame:  # fmt: skip
     """The one-pass job: its Python tasks read `read` from Kafka themselves (librdkafka,
     `kafka.direct_read`), or take the records from Spark's Kafka source."""
-    spark = targets.source.sparkSession
-    cores = ctx.spark.sparkContext.defaultParallelism
+    spark = targets.batch.sparkSession
+    n_tasks = task_count(sum(r.records for r in read), ctx.spark.sparkContext.defaultParallelism)
     librdkafka = ctx.librdkafka
     if librdkafka is not None:
         # A table of changes reduces each key's in one task: whole topic-partitions to a task.
-        shares = reader.split(read, cores, whole=any(t.changes is not None for t in tables))
+        shares = reader.split(read, n_tasks, whole=any(t.changes is not None for t in tables))
         # One task per share, its index the task's one row (a DataFrame of a Python list took twice as long).
         tasks = spark.range(0, len(shares), 1, len(shares))
         header = VALUE.schema_id_header if avro else None
@@ -339,8 +343,16 @@ def _job(
         columns.append(F.coalesce(named, F.lit(False)).alias(NAMED))
     # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
     # costs more than the share).
-    source = source.select(*columns).coalesce(cores)
+    source = source.select(*columns).coalesce(n_tasks)
     return source.mapInArrow(direct_fn(tables, batch_id), DIRECT_DDL)
+
+
+def task_count(records: int, cores: int) -> int:
+    """Tasks for a one-pass job of `records`: one per core, but none with fewer than
+    `RECORDS_PER_TASK` (a task's fixed cost, a Python worker's round trip and an S3 upload, is
+    worth paying only for a share that takes longer than that to decode and write; and each task
+    writes its own files)."""
+    return max(1, min(cores, records // RECORDS_PER_TASK))
 
 
 def _reading_fn(  # type: ignore[no-untyped-def]
