@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd  # module level: pandas_udf reads the UDF's type hints from its globals
 
 from dev.bench import CATALOG
-from dev.bench.freshness import file_latencies, input_span, steady_input, wait_until, warm_up
-from dev.bench.measure import emit, query_batches, query_jobs, tree_cpu, written
+from dev.bench.freshness import commit_offset, file_latencies, input_span, steady_input, wait_until, warm_up
+from dev.bench.measure import emit, query_batches, query_jobs, tree_cpu, trigger_phases, written
 from dev.bench.spec import WorkerSpec
 from dev.bench.workloads import JSON_DDL, SCHEMA
 from dev.kit.endpoints import KAFKA, REGISTRY_URL
@@ -169,13 +169,15 @@ def run_builtin_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         return bool(rows) and int(rows[0].n) >= records
 
     since = warm_up(spec.topic, lambda ends: holds(sum(ends.values())))
-    warm_batches = len(query_batches(query))
+    warm_batches, warm_triggers = len(query_batches(query)), len(query.recentProgress)
     produced = sum(steady_input(spec).values())
     wait_until(lambda: holds(produced), lambda: query.exception() is not None, spec.interval)
     if query.exception() is not None:
         raise SystemExit(f"builtin freshness run failed: {query.exception()}")
     batches = query_batches(query)[warm_batches:]
+    phases = trigger_phases(query, warm_triggers)
     query.stop()
     latencies = file_latencies(spark, table, spec.topic)
     emit(kind="freshness", interval=spec.interval, rate=spec.rate, latencies=latencies, batches=batches,
-         span=input_span(spark, spec.topic, since))  # fmt: skip
+         span=input_span(spark, spec.topic, since), phases=phases,
+         commit_offset=commit_offset(spark, table, spec.topic, since, spec.interval))  # fmt: skip

@@ -99,6 +99,22 @@ def input_span(spark: Any, topic: str, since: dict[int, int]) -> float:
     return float(row.span or 0.0)
 
 
+def commit_offset(spark: Any, table: str, topic: str, since: dict[int, int], interval: int) -> float | None:
+    """Median seconds from a trigger's start to the commit of its snapshot, over the snapshots of
+    the steady input: Spark starts processing-time triggers on multiples of the interval since the
+    epoch, so a snapshot's commit time past the last multiple is how long its trigger took to
+    commit. The part of the freshness a sink controls (the rest is the wait for the next trigger),
+    and much steadier from run to run than the records' latencies."""
+    from pyspark.sql import functions as F
+
+    first = steady_records(spark, topic, since).agg(F.min("ts")).first()[0]
+    if first is None:
+        return None
+    snaps = spark.sql(f"SELECT CAST(committed_at AS DOUBLE) AS t FROM {table}.snapshots").collect()
+    offsets = sorted(r.t % interval for r in snaps if r.t >= first)
+    return offsets[len(offsets) // 2] if offsets else None
+
+
 def offset_latencies(spark: Any, table: str, topic: str, since: dict[int, int]) -> list[float]:
     """icesink: for every record of the steady input, the commit time of the snapshot whose offsets
     first cover it, minus its Kafka timestamp (seconds)."""

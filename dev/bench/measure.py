@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -58,6 +59,19 @@ def query_batches(query: Any) -> list[dict[str, Any]]:
         if p.numInputRows:
             out.append({"records": p.numInputRows, "total": p.durationMs.get("triggerExecution", 0) / 1000})
     return out
+
+
+def trigger_phases(query: Any, skip: int = 0) -> dict[str, float]:
+    """Median seconds of each phase of the query's triggers that ran a batch (Spark's progress
+    `durationMs`: latestOffset, walCommit, addBatch, commitOffsets, ...), the first `skip` left out:
+    where a trigger's time goes, whichever sink it runs. (Not by `numInputRows`: icesink's one-pass
+    job reads Kafka itself, so Spark's source counts none.)"""
+    phases: dict[str, list[float]] = {}
+    for p in query.recentProgress[skip:]:
+        if "addBatch" in p.durationMs:
+            for k, v in p.durationMs.items():
+                phases.setdefault(k, []).append(v / 1000)
+    return {k: statistics.median(vs) for k, vs in phases.items()}
 
 
 def query_jobs(spark: Any, query: Any) -> int | None:

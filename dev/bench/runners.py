@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from dev.bench import CATALOG
-from dev.bench.freshness import input_span, offset_latencies, steady_input, wait_until, warm_up
-from dev.bench.measure import emit, tree_cpu, written
+from dev.bench.freshness import commit_offset, input_span, offset_latencies, steady_input, wait_until, warm_up
+from dev.bench.measure import emit, tree_cpu, trigger_phases, written
 from dev.bench.spec import BATCH_COUNTS, EMPTY_CALLS, WorkerSpec
 from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
 
@@ -154,14 +154,17 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
 
     since = warm_up(spec.topic, holds)
     batches.clear()  # the warm-up's
+    warm_triggers = len(query.recentProgress)
     ends = steady_input(spec)
     wait_until(lambda: holds(ends), lambda: job.handler.failure is not None, spec.interval)
+    phases = trigger_phases(query, warm_triggers)
     query.stop()
     if job.handler.failure is not None:
         raise SystemExit(f"freshness run failed: {job.handler.failure}")
     latencies = offset_latencies(spark, table, spec.topic, since)
     emit(kind="freshness", interval=spec.interval, rate=spec.rate, latencies=latencies, batches=batches,
-         span=input_span(spark, spec.topic, since))  # fmt: skip
+         span=input_span(spark, spec.topic, since), phases=phases,
+         commit_offset=commit_offset(spark, table, spec.topic, since, spec.interval))  # fmt: skip
 
 
 def worker(spec: WorkerSpec) -> None:
