@@ -299,3 +299,49 @@ def test_maintain_while_a_cdc_stream_runs(spark: SparkSession, scenario: Scenari
     assert state == oracle(changes), "compaction next to the stream lost and doubled nothing"
     shown = as_json(cli("offsets", "show", "-c", str(config), "--json"))
     assert {(r["topic"], r["partition"]): r["lag"] for r in shown} == {(topic, 0): 0, (topic, 1): 0}
+
+
+def live_delete_files(spark: SparkSession, table: str) -> int:
+    """Live delete files of the table's current snapshot, as its `entries` metadata table lists them."""
+    spark.sql(f"REFRESH TABLE {table}")
+    return int(
+        spark.sql(f"SELECT count(*) FROM {table}.entries WHERE status < 2 AND data_file.content != 0").first()[0]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partition_by", [[], ["bucket(3, id)"]], ids=["unpartitioned", "bucket"])
+def test_maintain_leaves_no_dangling_deletes(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, partition_by: list[str]
+) -> None:
+    """A changelog table gets an equality-delete file per batch (per partition); after `maintain`
+    none is live (each was older than every row, so none could apply), the rows and offsets are as
+    before, and a second run finds nothing to remove. (Iceberg's own removal skips unpartitioned
+    tables; its compaction's commit drops only the delete files strictly older than every row.)"""
+    topic = scenario.topic("accounts")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(1_200, 150, 2, seed=5))
+    produce_keyed(topic, records(changes))
+    overrides = cdc_config(**{"kafka.max_offsets_per_trigger": 200, "tables.partition_by": partition_by})
+    Job(spark, scenario.config(**overrides)).run()
+    table = scenario.table("accounts")
+    before = live_delete_files(spark, table)
+    assert before >= 6, "a delete file per batch"
+    offsets = table_offsets(spark, table)
+    config = scenario.write_config(tmp_path / "job.yaml", **overrides)
+    name = f"{scenario.namespace}.{scenario.prefix}_accounts"
+
+    first = {r["table"]: r for r in as_json(cli("maintain", "-c", str(config), "--json"))}[name]
+    assert first["rewritten_data_files"] > 0
+    assert 0 < first["removed_delete_files"] <= before, first
+    assert first["live_delete_files"] == 0
+    assert live_delete_files(spark, table) == 0, "no dangling delete file stays live"
+    assert "dangling-deletes" in {s["summary"].get("icesink.maintenance") for s in snapshots(spark, table)}
+    state, rows = table_state(spark, table)
+    assert rows == len(state), "no key twice"
+    assert state == oracle(changes), "the rows are as before"
+    assert table_offsets(spark, table) == offsets == end_offsets(topic), "the offsets survive"
+
+    again = {r["table"]: r for r in as_json(cli("maintain", "-c", str(config), "--json"))}[name]
+    assert again["removed_delete_files"] == 0
+    assert live_delete_files(spark, table) == 0

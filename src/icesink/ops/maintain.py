@@ -2,10 +2,12 @@
 expiry, orphan removal.
 
 Runs Iceberg's Spark procedures, safe next to a running job:
-- compaction (`rewrite_data_files`, `delete-file-threshold` 1, dangling deletes removed) commits
-  with the starting sequence number, so equality deletes the job commits meanwhile still apply to
-  the rewritten rows; a conflict (the job touched the same files) is retried on fresh metadata.
-  Its snapshot carries no offsets; the job and `offsets show` read the newest one that does.
+- compaction (`rewrite_data_files`, `delete-file-threshold` 1) commits with the starting sequence
+  number, so equality deletes the job commits meanwhile still apply to the rewritten rows; a
+  conflict (the job touched the same files) is retried on fresh metadata. Its snapshot carries no
+  offsets; the job and `offsets show` read the newest one that does.
+- the delete files compaction left dangling (applying to no live row) are removed in a snapshot of
+  their own (iceberg/dangling.py: Iceberg's own removal skips unpartitioned tables);
 - the manifests are rewritten (`rewrite_manifests`): the job's appends add one each, as Spark's
   streaming sink does, and a query plans over all of them; like compaction, a snapshot without
   offsets, retried on a conflict;
@@ -25,6 +27,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from icesink.errors import MaintenanceError, UsageError
+from icesink.iceberg import dangling
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.model import TableRef
 
@@ -39,6 +42,7 @@ class MaintenanceResult:
     added_data_files: int
     rewritten_manifests: int
     removed_delete_files: int
+    live_delete_files: int  # after the removal
     expired_snapshots: int
     orphan_files: int
     attempts: int
@@ -73,12 +77,15 @@ def maintain_table(
     ident = name  # catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first
     options = (
         "map('delete-file-threshold', '1', 'min-input-files', '2', "
-        "'remove-dangling-deletes', 'true', 'partial-progress.enabled', 'false')"
+        # Dangling deletes are removed by `dangling`, for every table: Iceberg's removal skips
+        # unpartitioned ones, and its count is the sum of both.
+        "'remove-dangling-deletes', 'false', 'partial-progress.enabled', 'false')"
     )
     rewrite, attempt = _retried(
         spark, ref, "compaction", f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})",
         attempts,
     )  # fmt: skip
+    removed = _remove_dangling(spark, catalog, ref)
     manifests, _ = _retried(
         spark, ref, "the manifest rewrite", f"CALL {catalog}.system.rewrite_manifests(table => '{ident}')", attempts
     )
@@ -102,13 +109,25 @@ def maintain_table(
         rewritten_data_files=int(rewrite.rewritten_data_files_count) if rewrite else 0,
         added_data_files=int(rewrite.added_data_files_count) if rewrite else 0,
         rewritten_manifests=int(manifests.rewritten_manifests_count) if manifests else 0,
-        removed_delete_files=int(getattr(rewrite, "removed_delete_files_count", 0) or 0) if rewrite else 0,
+        removed_delete_files=removed.removed,
+        live_delete_files=removed.live_delete_files - removed.removed,
         # One manifest list per snapshot.
         expired_snapshots=int(expired.get("deleted_manifest_lists_count") or 0),
         orphan_files=len(orphans),
         attempts=attempt,
         seconds=time.monotonic() - started,
     )
+
+
+def _remove_dangling(spark: SparkSession, catalog: str, ref: TableRef) -> dangling.Removed:
+    table = IcebergCatalog(spark, catalog).load(ref)
+    if table is None:
+        raise MaintenanceError(f"table {ref}: not found")
+    try:
+        return dangling.remove_dangling_deletes(spark, ref.qualified(catalog), table)
+    except Exception as e:
+        first = str(e).splitlines()[0]
+        raise MaintenanceError(f"table {ref}: removing dangling delete files failed: {first}") from None
 
 
 def _retried(spark: SparkSession, ref: TableRef, what: str, call: str, attempts: int) -> tuple[Any, int]:

@@ -44,6 +44,7 @@ def maintain(args: argparse.Namespace) -> int:
             "added_data_files",
             "rewritten_manifests",
             "removed_delete_files",
+            "live_delete_files",
             "expired_snapshots",
             "orphan_files",
             "attempts",
