@@ -162,6 +162,8 @@ RATIOS = (
     ("icesink-avro", "noop", "avro_vs_noop"),
     ("icesink-json", "builtin-json", "json_vs_builtin_json"),
     ("icesink-cdc", "icesink-avro", "cdc_vs_avro"),
+    ("icesink-avro-days", "icesink-avro", "partitioned_vs_avro"),
+    ("icesink-cdc-bucket", "icesink-avro", "partitioned_cdc_vs_avro"),
     ("icesink-avro", "seed000", None),
 )
 
@@ -181,6 +183,8 @@ LABELS = {
     "icesink-avro": "icesink, Avro, append",
     "icesink-json": "icesink, JSON, append",
     "icesink-cdc": "icesink, Avro, changelog (CDC)",
+    "icesink-avro-days": "icesink, Avro, append, days(ts)",
+    "icesink-cdc-bucket": "icesink, Avro, changelog, bucket(16, id)",
     "seed000": "pandas_udf + AvroDeserializer, Iceberg append",
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",

@@ -13,7 +13,7 @@ from typing import Literal
 
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
-    "icesink-avro", "icesink-json", "icesink-cdc", "seed000", "builtin", "builtin-json", "noop",
+    "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket", "seed000", "builtin", "builtin-json", "noop",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 
@@ -25,10 +25,18 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-avro": ("icesink", "avro"),
     "icesink-json": ("icesink", "json"),
     "icesink-cdc": ("icesink", "cdc"),
+    "icesink-avro-days": ("icesink", "avro"),
+    "icesink-cdc-bucket": ("icesink", "cdc"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
     "noop": ("noop", "avro"),
+}
+
+# Parts into partitioned tables (issue 36's shapes): the same records as their unpartitioned part.
+PARTITION_BY: dict[str, list[str]] = {
+    "icesink-avro-days": ["days(ts)"],
+    "icesink-cdc-bucket": ["bucket(16, id)"],
 }
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's
@@ -58,6 +66,8 @@ class Targets:
     json_vs_builtin_json: float = 1.0  # icesink-json / builtin-json records/s
     json_records_per_cpu_s: float = 30_000  # icesink-json
     cdc_vs_avro: float = 0.7  # icesink-cdc / icesink-avro records/s
+    partitioned_vs_avro: float = 0.85  # icesink-avro-days / icesink-avro records/s (issue 36)
+    partitioned_cdc_vs_avro: float = 0.7  # icesink-cdc-bucket / icesink-avro records/s (issue 36)
     bytes_per_record_vs_builtin: float = 1.0  # icesink-avro's data-file bytes per record / builtin's
     freshness_interval_s: int = 1  # the freshness targets' trigger
     freshness_rate: int = 5_000  # and input records/s
@@ -97,7 +107,7 @@ class RunSpec:
         """The topics to pre-load: Avro always (the sweep and the baselines read it)."""
         out: list[Variant] = ["avro"]
         out += ["json"] if {"icesink-json", "builtin-json"} & set(self.parts) else []
-        out += ["cdc"] if "icesink-cdc" in self.parts else []
+        out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
         return out
 
 
@@ -113,6 +123,7 @@ class WorkerSpec:
     repeat: int = 1
     max_per_trigger: int = 500_000
     variant: Variant = "avro"
+    partition_by: tuple[str, ...] = ()  # the table's spec (PARTITION_BY)
     warm_topic: str = ""
     starting_offsets: str | None = None  # a Kafka startingOffsets JSON (the sweep reads a tail)
     interval: int = 0  # freshness: trigger seconds

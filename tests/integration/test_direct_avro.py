@@ -18,7 +18,7 @@ from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
 from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
-from tests.integration.test_direct_json import letters, rows
+from tests.integration.test_direct_json import letters, partitions, rows
 from tests.support.spark import table_offsets
 from tests.support.values import avro_config, avro_values
 
@@ -60,6 +60,10 @@ def test_one_pass_avro_tables_match_sparks_decoding_and_a_replay_adds_nothing_tw
             "tables.namespace": namespace(side),
             "job.checkpoint_location": str(tmp_path / side),
             "decode.direct_avro": sides[side],
+            # Its tasks compute the partition values (tasks/partition_values.py).
+            "tables.per_table": {
+                f"{scenario.prefix}_clean": {"partition_by": ["days(day)", "bucket(3, id)", "hours(ts)"]}
+            },
             **overrides,
         }
         job = Job(spark, scenario.config(**avro_config(scenario, **settings)))
@@ -105,6 +109,9 @@ def test_one_pass_avro_tables_match_sparks_decoding_and_a_replay_adds_nothing_tw
         assert table_offsets(spark, direct) == end_offsets(topics[n]), n
     assert letters(spark, namespace("direct")) == letters(spark, namespace("spark"))
     assert sorted(r.id for r in spark.table(tables["direct"]["clean"]).collect()) == list(range(8))
+    clean_partitions = partitions(spark, tables["direct"]["clean"])
+    assert clean_partitions == partitions(spark, tables["spark"]["clean"]), "filed as Spark's path files them"
+    assert len({p for _, p in clean_partitions}) > 3, "several days and buckets"
     extra = {r.id: r.extra for r in spark.table(tables["direct"]["newschema"]).collect()}
     assert extra == {0: None, 1: None, 2: None, 3: None, 4: None, 5: None, 6: 60, 7: 70}, "v2's column, second pass"
     assert sorted(r.id for r in spark.table(tables["direct"]["poison"]).collect()) == [0, 1, 2, 3, 4, 6, 7]

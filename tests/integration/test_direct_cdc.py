@@ -25,7 +25,7 @@ from icesink.job.query import Job
 from icesink.model import TableRef
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
-from tests.integration.test_direct_json import letters, rows
+from tests.integration.test_direct_json import letters, partitions, rows
 from tests.support.cli import run_cli
 from tests.support.spark import snapshots, table_offsets
 from tests.support.values import avro_config, avro_values, table_state
@@ -71,8 +71,9 @@ def run_job(spark: SparkSession, scenario: Scenario, **overrides: Any) -> list[B
     return seen
 
 
+@pytest.mark.parametrize("partition_by", [[], ["bucket(4, id)"]], ids=["unpartitioned", "bucket"])
 def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, partition_by: list[str]
 ) -> None:
     topic = scenario.topic("accounts")
     create_topics(topic, partitions=3)
@@ -89,6 +90,7 @@ def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
                 "job.checkpoint_location": str(tmp_path / side),
                 "decode.direct_avro": sides[side],
                 "kafka.max_offsets_per_trigger": 2_500,
+                "tables.partition_by": partition_by,
                 **more,
             },
         )
@@ -104,6 +106,13 @@ def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
         assert table_offsets(spark, table) == end_offsets(topic)
     assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
     assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"]), "filed as Spark's path does"
+    if partition_by:
+        assert len({p for _, p in partitions(spark, tables["direct"])}) == 4
+        deletes = spark.sql(
+            f"SELECT DISTINCT partition FROM {tables['direct']}.delete_files WHERE content = 2"
+        ).collect()
+        assert len(deletes) == 4, "equality deletes per partition"
     snaps = snapshots(spark, tables["direct"])
     assert len(snaps) == 3, "one snapshot per batch"
     assert {s["operation"] for s in snaps} == {"overwrite"}, "RowDelta commits"
@@ -179,13 +188,14 @@ def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
 ) -> None:
     """Killed while a task has written its reduced changes and nothing of batch 1 is committed
     (executor-write), or after batch 1's RowDelta committed and before Spark's commit log
-    (after-commit): the restart applies every change once."""
+    (after-commit): the restart applies every change once. A partitioned table, as users run them."""
     topic = scenario.topic("ledger")
     create_topics(topic, partitions=3)
     changes = [c for c in random_changes(6_000, 600, 3, seed=11) if c.op != "T"]
     produce_keyed(topic, avro_changes(topic, changes))
     config = scenario.write_config(
-        tmp_path / "job.yaml", **changelog(scenario, **{"kafka.max_offsets_per_trigger": 2_500})
+        tmp_path / "job.yaml",
+        **changelog(scenario, **{"kafka.max_offsets_per_trigger": 2_500, "tables.partition_by": ["bucket(4, id)"]}),
     )
     table = scenario.table("ledger")
 

@@ -29,6 +29,12 @@ def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
     return sorted(found, key=lambda row: [(v is not None, v if v is not None else 0) for v in row])
 
 
+def partitions(spark: SparkSession, table: str) -> list[tuple[Any, str]]:
+    """(id, the row's partition as Iceberg holds it) of every row: where each row was filed."""
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted((r.id, str(r.p)) for r in spark.sql(f"SELECT id, _partition AS p FROM {table}").collect())
+
+
 def letters(spark: SparkSession, namespace: str) -> list[tuple[str, int, str]]:
     table = f"{CATALOG}.{namespace}.dead_letters"
     spark.sql(f"REFRESH TABLE {table}")
@@ -57,6 +63,8 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
             "tables.namespace": namespace(side),
             "job.checkpoint_location": str(tmp_path / side),
             "decode.direct_json": sides[side],
+            # A new table of two partition fields: its tasks compute both (tasks/partition_values.py).
+            "tables.per_table": {f"{scenario.prefix}_clean": {"partition_by": ["bucket(4, id)", "name"]}},
             **overrides,
         }
         job = Job(spark, scenario.config(**settings))
@@ -86,6 +94,9 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
         assert table_offsets(spark, tables["direct"][n]) == end_offsets(topics[n]), n
     assert letters(spark, namespace("direct")) == letters(spark, namespace("spark"))
     assert [r[1] for r in rows(spark, tables["direct"]["clean"])] == list(range(6))
+    clean_partitions = partitions(spark, tables["direct"]["clean"])
+    assert clean_partitions == partitions(spark, tables["spark"]["clean"]), "filed as Spark's path files them"
+    assert len({p for _, p in clean_partitions}) == 6, "a partition per name"
     assert ("e", 3) in {(r[1], r[2]) for r in rows(spark, tables["direct"]["newcol"])}, (
         "a new column, by the second pass"
     )

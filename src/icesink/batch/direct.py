@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StringType, StructType
 
 from icesink.batch import changes
@@ -70,7 +71,7 @@ from icesink.batch.last_changes import last_per_key
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
-from icesink.batch.work import Planned, TableWork
+from icesink.batch.work import Planned, TableWork, partition_fields
 from icesink.batch.worker_imports import freeze_imports, keep_zip_directories
 from icesink.batch.write import CHANGES_PER_TASK, Written, data_location, error_cause, table_arrow_schema
 from icesink.config import Envelope, KeyFormat, OrderScope, ValueFormat, WriteMode
@@ -80,6 +81,8 @@ from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.runtime import faults
 from icesink.schema.evolution import conflicts, merged
+from icesink.schema.partitioning import PartitionField
+from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings, supported
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +105,8 @@ SAMPLE_RECORDS = 1000
 _ORDER = ("topic", "partition", "offset")
 # What Arrow raises for a value it does not take (a string with a lone surrogate), and the JSON
 # decoder for a value not of its column's type.
-_REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError)
+# A partition value the task cannot compute declines the table too (the driver checked the spec first).
+_REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError, UnsupportedPartitionError)
 
 
 DirectDecoder = tuple[DirectColumn, ...] | DirectAvro
@@ -129,10 +133,31 @@ class DirectTable:
     takes: Mapping[tuple[str, int], tuple[int, int]]  # (topic, partition) -> first and last offset it takes
     takes_all: bool = False  # every record the job reads (then no record is looked at to route it)
     changes: ChangeSpec | None = None  # an upsert or changelog table: the task writes each key's last change
+    partition_by: tuple[PartitionField, ...] = ()  # the table's current spec: the task computes its values
 
 
 def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
-    """The table's part of the direct job when it can write the table's share of the batch, else None."""
+    """The table's part of the direct job when it can write the table's share of the batch, else
+    None. A partitioned table too, when its tasks compute its partition values (the table's
+    current spec; a new table's from `tables.partition_by`)."""
+    found = _decoder_item(ctx, targets, item)
+    if found is None:
+        return None
+    plan, table, _ = item
+    fields = (
+        ctx.catalog.partition_fields(table)
+        if table is not None
+        else partition_fields(ctx.config.tables.settings_for(plan.table.name))
+    )
+    if not all(
+        f.column in found.schema.fieldNames() and supported(f, to_arrow_type(found.schema[f.column].dataType))
+        for f in fields
+    ):
+        return None
+    return found
+
+
+def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
     plan, table, planned = item
     config = ctx.config
     if ctx.key_decoder is not None or config.decode.key_format is not KeyFormat.NONE:
@@ -141,8 +166,6 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
         return None
     settings = config.tables.settings_for(plan.table.name)
     if settings.flatten_separator or settings.case_insensitive:
-        return None
-    if ctx.catalog.partition_fields(table) if table is not None else settings.partition_by:
         return None
     if settings.is_cdc:
         return _changes_item(ctx, item)
@@ -407,7 +430,10 @@ def _staged(ctx: BatchContext, items: list[DirectItem]) -> tuple[list[DirectItem
         if not set(sort_by) <= set(d.schema.fieldNames()):
             return None
         keys = d.changes.keys if d.changes is not None else ()
-        staged = ctx.catalog.stage(plan.table, d.schema, settings(plan.table.name).properties, keys, sort_by)
+        staged = ctx.catalog.stage(
+            plan.table, d.schema, settings(plan.table.name).properties, keys, sort_by,
+            partition_fields(settings(plan.table.name)),
+        )  # fmt: skip
         if staged is None:
             return None
         return replace(d, item=(plan, staged, planned), schema=ctx.catalog.spark_schema(staged), staged=True)
@@ -429,6 +455,7 @@ def _create(ctx: BatchContext, d: DirectItem) -> JavaObject | None:
         plan.table,
         d.schema,
         settings.properties,
+        partition_by=partition_fields(settings),
         key_columns=d.changes.keys if d.changes is not None else (),
         sort_by=settings.sort_by,
         location=str(table.location()),
@@ -466,6 +493,7 @@ def _direct_table(
     assert table is not None
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
+    fields = tuple(ctx.catalog.partition_fields(table))
     task = WriteTask(
         table=str(plan.table),
         arrow_schema=arrow_schema,
@@ -474,12 +502,15 @@ def _direct_table(
         batch_id=batch_id,
         storage=ctx.storage,
         target_file_size=ctx.config.tables.target_file_size_bytes,
+        partition_columns=len(fields),
         delete_schema=pa.schema([arrow_schema.field(k) for k in keys]) if keys else None,
         order_columns=len(_ORDER) + bool(d.changes.order_by) if d.changes is not None else 0,
     )
     mine = own_ranges(plan, targets.ranges[plan.table])
     takes = {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine}
-    return DirectTable(task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes)
+    return DirectTable(
+        task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes, partition_by=fields
+    )
 
 
 def _spans(ranges: Iterable[PartitionRange]) -> set[tuple[TopicPartition, int, int]]:
@@ -535,8 +566,14 @@ class _TableOut:
             return False
         order = [values.column(spec.order_by)] if spec.order_by else []
         order += [rows.column(i) for i in range(coordinates)]
-        arrays = [codes, *order, *values.columns]
-        names = [changes.OP, *[f"__icesink_order_{i}" for i in range(len(order))], *values.column_names]
+        parts = partition_strings(values, self.table.partition_by)
+        arrays = [*parts, codes, *order, *values.columns]
+        names = [
+            *[f"__icesink_part_{i}" for i in range(len(parts))],
+            changes.OP,
+            *[f"__icesink_order_{i}" for i in range(len(order))],
+            *values.column_names,
+        ]
         self._changes.append(pa.Table.from_arrays(arrays, names=names))
         return True
 
@@ -566,7 +603,10 @@ class _TableOut:
         if self._chunks and (last or self._chunk_rows >= ROW_GROUP_ROWS):
             if self._files is None:
                 self._files = TableFiles(self.table.task, self._pid)
-            self._files.write(pa.Table.from_batches(self._chunks))
+            rows = pa.Table.from_batches(self._chunks)
+            for i, part in enumerate(partition_strings(rows, self.table.partition_by)):
+                rows = rows.add_column(i, f"__icesink_part_{i}", part)
+            self._files.write(rows)
             self._chunks, self._chunk_rows = [], 0
 
     @property

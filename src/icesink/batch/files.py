@@ -219,6 +219,28 @@ def split_by_partition(table: pa.Table, columns: int) -> Iterator[tuple[tuple[st
         yield value, table.take(rows[g].values)
 
 
+class _PartitionWriters:
+    """A rolling writer of one kind per partition: rows of a partition met again later (unsorted
+    input, a task's next chunk) go on into its open file."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+        self._open: dict[tuple[str | None, ...], _RollingWriter] = {}
+
+    def write(self, table: pa.Table, partition: tuple[str | None, ...]) -> None:
+        writer = self._open.get(partition)
+        if writer is None:
+            writer = self._open[partition] = self._make()
+        writer.write(table, partition)
+
+    def close(self) -> list[WrittenFile]:
+        done = []
+        for writer in self._open.values():
+            writer.close()
+            done += writer.done
+        return done
+
+
 class _TaskWriter:
     """Splits incoming rows into data and delete rows per partition."""
 
@@ -226,10 +248,11 @@ class _TaskWriter:
         self._task = task
         changes = 1 + task.order_columns + task.held_column if task.delete_schema is not None else 0
         self._meta = task.partition_columns + changes
-        self._data = _RollingWriter(task, task.arrow_schema, DATA, fs, folder, partition_id)
+        self._data = _PartitionWriters(lambda: _RollingWriter(task, task.arrow_schema, DATA, fs, folder, partition_id))
+        delete_schema = task.delete_schema
         self._deletes = (
-            _RollingWriter(task, task.delete_schema, DELETES, fs, folder, partition_id)
-            if task.delete_schema is not None
+            _PartitionWriters(lambda: _RollingWriter(task, delete_schema, DELETES, fs, folder, partition_id))
+            if delete_schema is not None
             else None
         )
         names = task.arrow_schema.names
@@ -253,11 +276,8 @@ class _TaskWriter:
             self._data.write(_cast(data, self._task.arrow_schema, self._task.table), partition)
 
     def close(self) -> list[WrittenFile]:
-        self._data.close()
-        if self._deletes is not None:
-            self._deletes.close()
-            return self._data.done + self._deletes.done
-        return self._data.done
+        data = self._data.close()
+        return data + self._deletes.close() if self._deletes is not None else data
 
 
 class TableFiles:

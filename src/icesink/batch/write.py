@@ -214,7 +214,9 @@ def _partition_values(ctx: BatchContext, table: JavaObject, schema: StructType) 
                 "by icesink's writer; use hours/days/bucket"
             )
         col = f"`{f.column}`"
-        if f.transform == "identity":
+        if f.transform == "void":
+            expr = F.lit(None)
+        elif f.transform == "identity":
             expr = F.col(col)
         elif f.param is not None:
             expr = F.expr(f"{catalog}.system.{f.transform}({f.param}, {col})")

@@ -124,11 +124,13 @@ class IcebergCatalog:
         properties: Mapping[str, str],
         key_columns: Sequence[str] = (),
         sort_by: Sequence[str] = (),
+        partition_by: Sequence[PartitionField] = (),
     ) -> JavaObject | None:
-        """The table as the catalog would create it now (its location and field ids), with nothing
-        created (the catalog's stage-create, whose transaction is never committed): files can be
-        written for a table that `create` makes only once they are. None when it exists by now."""
-        builder = self._builder(ref, schema, properties, (), key_columns, sort_by)
+        """The table as the catalog would create it now (its location, field ids and partition
+        spec), with nothing created (the catalog's stage-create, whose transaction is never
+        committed): files can be written for a table that `create` makes only once they are. None
+        when it exists by now."""
+        builder = self._builder(ref, schema, properties, partition_by, key_columns, sort_by)
         self._count(1)
         try:
             return builder.createTransaction().table()
@@ -139,8 +141,12 @@ class IcebergCatalog:
 
     def same_layout(self, table: JavaObject, staged: JavaObject) -> bool:
         """Whether files written for `staged` (from `stage`) fit `table`: the same location, the
-        same field ids, names and types."""
-        return bool(table.location() == staged.location() and table.schema().sameSchema(staged.schema()))
+        same field ids, names and types, the same partition spec."""
+        return bool(
+            table.location() == staged.location()
+            and table.schema().sameSchema(staged.schema())
+            and table.spec().compatibleWith(staged.spec())
+        )
 
     def _builder(
         self,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 # Iceberg's transform names; the config also accepts the plural forms Spark SQL uses.
 _ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour"}
-_TRANSFORMS = {"identity", "bucket", "truncate", "year", "month", "day", "hour"}
+# `void`: a field dropped from a v1 spec, or one a partition evolution keeps for its old files.
+_TRANSFORMS = {"identity", "bucket", "truncate", "year", "month", "day", "hour", "void"}
 _WITH_PARAM = {"bucket", "truncate"}
 _CALL = re.compile(r"^\s*(?P<fn>[a-z]+)\s*\(\s*(?:(?P<n>\d+)\s*,\s*)?(?P<col>[A-Za-z_][A-Za-z0-9_]*)\s*\)\s*$")
 _BARE = re.compile(r"^\s*(?P<col>[A-Za-z_][A-Za-z0-9_]*)\s*$")
@@ -54,6 +55,8 @@ def parse_partition_field(text: str) -> PartitionField:
     m = _CALL.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a partition field such as bucket(16, id), days(ts) or region")
+    if m.group("fn") == "void":
+        raise ValueError(f"{text!r}: void is a transform of existing specs only; leave the field out")
     return _field(m.group("fn"), m.group("n"), m.group("col"), text)
 
 
@@ -69,7 +72,7 @@ def check_within_keys(partition_by: Sequence[str | PartitionField], keys: Sequen
     """Equality deletes of a key only reach rows in the key's own partition: a CDC table may only
     be partitioned by functions of its key columns, else a row that moved partition survives."""
     fields = [f if isinstance(f, PartitionField) else parse_partition_field(f) for f in partition_by]
-    outside = sorted({f.column for f in fields} - set(keys))
+    outside = sorted({f.column for f in fields if f.transform != "void"} - set(keys))
     if outside:
         shown = ", ".join(str(f) for f in fields if f.column in outside)
         raise ValueError(
