@@ -13,7 +13,8 @@ from typing import Literal
 
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
-    "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket", "seed000", "builtin", "builtin-json", "noop",
+    "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket",
+    "seed000", "builtin", "builtin-json", "noop",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Avro tables written in one pass (batch/direct.py, decode/avro_direct.py): the same tables, types
+"""Avro tables written in one pass (batch/direct.py, tasks/decode_avro.py): the same tables, types
 and dead letters as through Spark's from_avro, a new table created by the one-pass job, records it
 declines still decoded, replays without a duplicate."""
 

@@ -1,4 +1,4 @@
-"""The one-pass Avro decoder (decode/avro_direct.py) against Spark's from_avro: the row type it
+"""The one-pass Avro decoder (tasks/decode_avro.py) against Spark's from_avro: the row type it
 assumes is the one from_avro gives, every record it takes from_avro decodes to the same row, and
 the malformed records it declines from_avro refuses too (they are dead letters on Spark's path).
 In the integration tier for its session's spark-avro jar; it needs no service of the stack."""
@@ -18,8 +18,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
-from icesink.batch.decode.avro_direct import AvroRows, direct_avro, writer_struct
 from icesink.kafka import wire
+from icesink.tasks.decode_avro import AvroRows, direct_avro, writer_struct
 from tests.support.frames import kafka_records
 
 SCHEMA: dict[str, Any] = {

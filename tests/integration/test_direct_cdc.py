@@ -1,4 +1,4 @@
-"""Changelog tables of Avro records written in one pass (batch/direct.py, batch/direct_changes.py):
+"""Changelog tables of Avro records written in one pass (batch/direct.py, tasks/change_rows.py):
 each task reduces the changes of the topic-partitions it reads to the last per key and writes
 equality deletes and rows. The same table as Spark's path across batches and a replay; a key whose
 changes are in two tasks' topic-partitions sends the table Spark's way; changes that cannot be
@@ -28,6 +28,7 @@ from icesink.runtime.timings import BatchTimings
 from tests.integration.test_direct_json import letters, partitions, rows
 from tests.support.cli import run_cli
 from tests.support.spark import snapshots, table_offsets
+from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values, table_state
 
 pytestmark = [pytest.mark.slow]
@@ -71,7 +72,10 @@ def run_job(spark: SparkSession, scenario: Scenario, **overrides: Any) -> list[B
     return seen
 
 
-@pytest.mark.parametrize("partition_by", [[], ["bucket(4, id)"]], ids=["unpartitioned", "bucket"])
+@pytest.mark.parametrize(
+    "partition_by",
+    [pytest.param([], id="unpartitioned"), pytest.param(["bucket(4, id)"], id="bucket", marks=pytest.mark.trino)],
+)
 def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
     spark: SparkSession, scenario: Scenario, tmp_path: Path, partition_by: list[str]
 ) -> None:
@@ -113,6 +117,9 @@ def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
             f"SELECT DISTINCT partition FROM {tables['direct']}.delete_files WHERE content = 2"
         ).collect()
         assert len(deletes) == 4, "equality deletes per partition"
+        read = trino_rows(f'SELECT id, v FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_accounts"')
+        assert len(read) == len(dict(read)), "no key twice, through Trino"
+        assert dict(read) == oracle(changes), "Trino reads the partitioned one-pass table as Spark does"
     snaps = snapshots(spark, tables["direct"])
     assert len(snaps) == 3, "one snapshot per batch"
     assert {s["operation"] for s in snaps} == {"overwrite"}, "RowDelta commits"
@@ -127,6 +134,66 @@ def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
     produce_keyed(topic, avro_changes(topic, more))
     again = run("direct", **{"job.checkpoint_location": str(tmp_path / "replay"), "kafka.starting_offsets": "earliest"})
     assert ["direct" in t.steps for t in again] == [False, False, True], "batches the table holds are skipped"
+    state, count = table_state(spark, tables["direct"])
+    assert count == len(state), "no key twice"
+    assert state == oracle(changes + more), "each change applied once"
+    assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+
+
+def test_json_changes_in_one_pass_match_sparks_path_and_a_replay(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """A JSON changelog table keyed from the value, partitioned by bucket(3, id), new in batch 0:
+    written in one pass (each task the last change per key of its topic-partitions, the records'
+    coordinates carried through the JSON decoder) and through Spark's path, equal to each other and
+    to the oracle; a replay from the earliest offsets applies only what the table lacks."""
+    topic = scenario.topic("wallets")
+    create_topics(topic, partitions=3)
+    changes = list(random_changes(3_000, 300, 3, seed=31, tombstones=False))
+    produce_keyed(topic, [(None, c.kafka_value(), c.partition) for c in changes])
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        job = Job(
+            spark,
+            scenario.config(
+                **{
+                    "tables.namespace": f"{scenario.namespace}_{side}",
+                    "job.checkpoint_location": str(tmp_path / side),
+                    "decode.direct_json": sides[side],
+                    "decode.operation_column": "op",
+                    "tables.mode": "changelog",
+                    "tables.key_columns": ["id"],
+                    "tables.partition_by": ["bucket(3, id)"],
+                    "kafka.max_offsets_per_trigger": 1_200,
+                    **more,
+                }
+            ),
+        )
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    timings = {side: run(side) for side in sides}
+    assert ["direct" in t.steps for t in timings["direct"]] == [True] * 3, "every batch in one pass, batch 0 too"
+    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 3
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_wallets" for side in sides}
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state), "no key twice"
+        assert state == oracle(changes)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"])
+    assert {s["operation"] for s in snapshots(spark, tables["direct"])} == {"overwrite"}, "RowDelta commits"
+
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(600, 300, 3, seed=32)]
+    more = [c for c in more if c.op != "T"]
+    produce_keyed(topic, [(None, c.kafka_value(), c.partition) for c in more])
+    again = run("direct", **{"job.checkpoint_location": str(tmp_path / "replay"), "kafka.starting_offsets": "earliest"})
+    assert [t.records > 0 and "direct" in t.steps for t in again][-1], "the new changes in one pass"
     state, count = table_state(spark, tables["direct"])
     assert count == len(state), "no key twice"
     assert state == oracle(changes + more), "each change applied once"

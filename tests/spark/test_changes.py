@@ -11,8 +11,8 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from icesink.batch.changes import OP, ChangeSpec, change_order, classify
 from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, no_error
-from icesink.batch.last_changes import last_per_key
 from icesink.config import WriteMode
+from icesink.tasks.last_changes import last_per_key
 
 TARGET = StructType([StructField("id", LongType()), StructField("name", StringType()), StructField("op", StringType())])
 CHANGELOG = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key")

@@ -1,4 +1,4 @@
-"""The one-pass JSON decoder (decode/json_direct.py) against Spark's: every record it takes, Spark's
+"""The one-pass JSON decoder (tasks/decode_json.py) against Spark's: every record it takes, Spark's
 guessed decode (the path it stands in for) takes too, as the same row."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, Stri
 
 from icesink.batch.decode import ERROR, ROW
 from icesink.batch.decode.json import JsonDecoder
-from icesink.batch.decode.json_direct import DeclinedValueError, DirectRows, direct_columns
+from icesink.tasks.decode_json import DeclinedValueError, DirectRows, direct_columns
 from tests.support.frames import kafka_records
 
 SHAPE = StructType(

@@ -1,5 +1,5 @@
 """The one-pass Avro decoder's pure parts: which writer schemas and tables it takes, the rows it
-makes, and every kind of record it must decline rather than misread (decode/avro_direct.py)."""
+makes, and every kind of record it must decline rather than misread (tasks/decode_avro.py)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from pyiceberg.types import (
 )
 from pyspark.sql import types as T
 
-from icesink.batch.decode.avro_direct import AvroRows, DirectAvro, direct_avro, spark_type, writer_struct
 from icesink.kafka import wire
+from icesink.tasks.decode_avro import AvroRows, DirectAvro, direct_avro, spark_type, writer_struct
 
 V1: dict[str, Any] = {
     "type": "record",

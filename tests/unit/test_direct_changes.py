@@ -1,4 +1,4 @@
-"""The one-pass job's changes (batch/direct_changes.py): which operations it takes as Spark's path
+"""The one-pass job's changes (tasks/change_rows.py): which operations it takes as Spark's path
 reads them, and the check that no key was written by two tasks."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from icesink.batch.changes import OP_CODES
-from icesink.batch.direct_changes import key_fingerprints, keys_set, operation_codes, shared_keys
+from icesink.tasks.change_rows import key_fingerprints, keys_set, operation_codes, shared_keys
 
 
 def test_operations_are_read_as_sparks_path_reads_them() -> None:
@@ -63,7 +63,7 @@ def test_a_key_written_by_two_tasks_is_found_whatever_its_columns() -> None:
 def test_fingerprints_are_the_same_in_every_process() -> None:
     """A task's fingerprints are compared with other Python workers': a fixed seed, not a per-process one."""
     code = (
-        "import sys, pyarrow as pa; from icesink.batch.direct_changes import key_fingerprints; "
+        "import sys, pyarrow as pa; from icesink.tasks.change_rows import key_fingerprints; "
         "sys.stdout.write(key_fingerprints(pa.table({'id': pa.array([1, 2], pa.int64()), 'name': ['a', 'b']})).hex())"
     )
     runs = [

@@ -11,8 +11,8 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from icesink.batch.files import WriteTask, descriptor_batches, dictionary_columns, split_by_partition, write_files
-from icesink.batch.storage import StorageSettings
+from icesink.tasks.files import WriteTask, descriptor_batches, dictionary_columns, split_by_partition, write_files
+from icesink.tasks.storage import StorageSettings
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -229,7 +229,7 @@ def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch
     import zipfile
     import zipimport
 
-    from icesink.batch import worker_imports as writer
+    from icesink.tasks import worker_imports as writer
 
     archive = tmp_path / "code.zip"
     with zipfile.ZipFile(archive, "w") as z:
@@ -251,8 +251,8 @@ def test_zip_finders_keep_their_directory_and_still_import(tmp_path, monkeypatch
 # Run in a fresh interpreter: freezing is for the life of a process.
 _FREEZE_SCRIPT = """
 import gc
-import icesink.batch.files  # what a worker imports to write: pyarrow, pydantic, ...
-from icesink.batch.worker_imports import freeze_imports
+import icesink.tasks.files  # what a worker imports to write: pyarrow, pydantic, ...
+from icesink.tasks.worker_imports import freeze_imports
 
 before = len(gc.get_objects())
 freeze_imports()  # a worker's first task
@@ -302,7 +302,7 @@ def spark_rows(ids: list[int | None], names: list[str | None]) -> pa.Table:
 def test_cast_names_the_table_and_column_when_a_required_column_has_nulls() -> None:
     import pytest
 
-    from icesink.batch.files import RequiredColumnError, _cast
+    from icesink.tasks.files import RequiredColumnError, _cast
 
     rows = spark_rows([1, None, None], ["a", "b", None])
     with pytest.raises(RequiredColumnError, match=r"^table ns\.t: 2 row\(s\) have no value for required column id "):
@@ -311,7 +311,7 @@ def test_cast_names_the_table_and_column_when_a_required_column_has_nulls() -> N
 
 
 def test_cast_takes_the_tables_names_types_and_field_ids() -> None:
-    from icesink.batch.files import _cast
+    from icesink.tasks.files import _cast
 
     out = _cast(spark_rows([1, 2, 3], ["a", None, "c"]), REQUIRED, "ns.t")  # nulls in a nullable column are fine
     assert out.schema == REQUIRED
@@ -324,7 +324,7 @@ def test_cast_takes_the_tables_names_types_and_field_ids() -> None:
 def test_a_null_key_fails_the_write_naming_the_table(tmp_path: Path) -> None:
     import pytest
 
-    from icesink.batch.files import RequiredColumnError
+    from icesink.tasks.files import RequiredColumnError
 
     # A changelog table: every key goes to the equality-delete file, whose key column is required.
     t = WriteTask(

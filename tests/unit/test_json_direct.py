@@ -20,7 +20,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icesink.batch.decode.json_direct import (
+from icesink.tasks.decode_json import (
     DeclinedValueError,
     DirectColumn,
     DirectRows,
@@ -59,6 +59,32 @@ def test_only_tables_of_nullable_simple_columns_are_filled() -> None:
     ):
         assert direct_columns(shape(StructField("ok", LongType()), other)) is None, other
     assert direct_columns(shape()) is None
+
+
+def test_a_required_key_column_of_a_table_of_changes_is_filled() -> None:
+    keyed = shape(StructField("id", LongType(), nullable=False), StructField("op", StringType()))
+    assert direct_columns(keyed) is None, "a required column of an append table"
+    assert direct_columns(keyed, keys=("id",)) == (DirectColumn("id", "long"), DirectColumn("op", "string"))
+
+
+def test_rows_of_changes_carry_their_kafka_coordinates_first() -> None:
+    columns = direct_columns(shape(StructField("id", LongType()), StructField("op", StringType())))
+    assert columns is not None
+    rows = DirectRows(columns, carry=True)
+    assert rows.add(b'{"id": 1, "op": "I"}', ("t", 2, 40))
+    assert not rows.add(b"[1]", ("t", 2, 41)), "not an object: nothing taken, no coordinates either"
+    assert rows.add(b'{"id": 1, "op": "D"}', ("t", 2, 42))
+    batch = rows.take()
+    assert batch is not None
+    assert batch.schema.names == ["topic", "partition", "offset", "id", "op"]
+    assert batch.to_pydict() == {
+        "topic": ["t", "t"],
+        "partition": [2, 2],
+        "offset": [40, 42],
+        "id": [1, 1],
+        "op": ["I", "D"],
+    }
+    assert rows.take() is None
 
 
 def test_rows_come_out_in_the_columns_arrow_types_with_nulls_for_missing_keys() -> None:

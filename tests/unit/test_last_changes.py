@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from icesink.batch.last_changes import last_per_key, not_older
+from icesink.tasks.last_changes import last_per_key, not_older
 
 NAMES = ["op", "o_ts", "o_topic", "o_part", "o_offset", "id", "region", "v"]
 TYPES = [pa.string(), pa.int64(), pa.string(), pa.int32(), pa.int64(), pa.int64(), pa.string(), pa.string()]

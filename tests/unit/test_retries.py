@@ -249,7 +249,7 @@ WORKER = """
 Traceback (most recent call last):
   File "/opt/spark/python/lib/pyspark.zip/pyspark/worker.py", line 3184, in main
     process()
-  File "/opt/icesink/icesink/batch/files.py", line 200, in write
+  File "/opt/icesink/icesink/tasks/files.py", line 200, in write
     writer.write(batch)
 {last}
 """
@@ -266,7 +266,7 @@ def test_a_workers_network_failure_is_waited_out() -> None:
 
 
 def test_a_workers_poison_record_is_final() -> None:
-    required = "icesink.batch.files.RequiredColumnError: table ns.t: 1 row(s) have no value for id"
+    required = "icesink.tasks.files.RequiredColumnError: table ns.t: 1 row(s) have no value for id"
     assert not retries.is_transient(PythonException(WORKER.format(last=required)))
     # The class decides, not the words of a message quoting a record.
     quoting = "ValueError: 'java.net.ConnectException: Connection refused' is not a number"

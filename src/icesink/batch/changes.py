@@ -3,7 +3,7 @@
 Each record gets an operation (I/U/D). A null value on a keyed topic (a tombstone) is a delete; a
 change without its key, or with an operation that is not I, U or D, is an error like any other
 decode error (a dead letter, or a failed batch). The batch is then reduced to the LAST change per
-key (by the writer, batch/last_changes.py); the commit writes an equality delete for every key the
+key (by the writer, tasks/last_changes.py); the commit writes an equality delete for every key the
 batch touched and a row for every key whose last change is not a delete. Iceberg applies equality
 deletes only to rows of earlier commits, so the rows added in the same commit survive their own
 key's delete.
@@ -14,7 +14,6 @@ Key resolution is pure; the rest composes Spark expressions and runs on the exec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -30,24 +29,9 @@ from pyspark.sql.types import (
 from icesink.batch.decode import ERROR, ROW, error, fenced, no_error
 from icesink.config import WriteMode
 from icesink.errors import ConfigError
+from icesink.tasks.change_rows import DELETE, INSERT, OP, OP_CODES, UPDATE, ChangeSpec
 
-OP = "__icesink_op"
-INSERT, UPDATE, DELETE = "I", "U", "D"
-# Accepted spellings of the operation column (the Tabular sink's I/U/D, Debezium's letters, words).
-OP_CODES = {
-    "i": INSERT, "c": INSERT, "r": INSERT, "insert": INSERT, "create": INSERT,
-    "u": UPDATE, "update": UPDATE,
-    "d": DELETE, "delete": DELETE,
-}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ChangeSpec:
-    mode: WriteMode
-    keys: tuple[str, ...]
-    operation_column: str
-    key_column: str  # the column holding the decoded Kafka key, if keys are decoded
-    order_by: str | None = None
+__all__ = ["DELETE", "INSERT", "OP", "OP_CODES", "UPDATE", "ChangeSpec"]  # the words of changes, kept by the tasks
 
 
 def _unfit_key_type(t: DataType) -> str | None:
@@ -196,6 +180,6 @@ def change_order(spec: ChangeSpec) -> list[Column]:
     """The columns that order a key's changes, most significant first: `order_by` (if set), then
     the Kafka topic, partition and offset. Topic order matters only when one key arrives on several
     topics of a batch; daily topics sort by their date suffix. The writer keeps each key's greatest
-    (batch/last_changes.py)."""
+    (tasks/last_changes.py)."""
     order = [F.col(f"`{spec.order_by}`")] if spec.order_by else []
     return [*order, F.col("topic"), F.col("partition"), F.col("offset")]

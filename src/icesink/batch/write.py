@@ -23,7 +23,6 @@ from pyspark.sql.types import BinaryType, StructType, TimestampNTZType, Timestam
 from icesink.batch import changes
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import ERROR, ROW, fixed, good_rows, is_bad, is_pending
-from icesink.batch.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
 from icesink.batch.plan import TablePlan
 from icesink.batch.seen_schemas import observed_refs
 from icesink.batch.work import TableWork
@@ -32,6 +31,7 @@ from icesink.errors import ConfigError, WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange, TableRef, WrittenFile
 from icesink.runtime import faults
+from icesink.tasks.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
 
 
 @dataclass(frozen=True)

@@ -225,16 +225,17 @@ class DecodeConfig(Section):
     )
     direct_json: bool = Field(
         True,
-        description="plain JSON into unpartitioned append tables of simple columns (new tables: the columns of the "
-        "batch's first records, checked on every record): decoded and written in one Spark job for all such tables "
+        description="plain JSON into append, changelog or upsert tables of simple columns, partitioned or not (new "
+        "tables: the columns of the batch's first records, checked on every record): decoded and written in one "
+        "Spark job for all such tables, each key's last change chosen in the task that reads its topic-partition "
         "(docs/performance.md); false: always through Spark's JSON decoder",
     )
     direct_avro: bool = Field(
         True,
-        description="Avro of flat records of simple types (no envelope), into unpartitioned append, changelog or "
-        "upsert tables with those columns: decoded in Python and written in one Spark job, each key's last change "
-        "chosen in the task that reads its topic-partition (docs/performance.md); false: always through Spark's "
-        "from_avro",
+        description="Avro of flat records of simple types (no envelope), into append, changelog or upsert tables "
+        "with those columns, partitioned or not: decoded in Python and written in one Spark job, each key's last "
+        "change chosen in the task that reads its topic-partition (docs/performance.md); false: always through "
+        "Spark's from_avro",
     )
 
 

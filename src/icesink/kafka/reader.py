@@ -144,10 +144,9 @@ class RangeReader:
     def _read(
         self, consumer: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], header: str | None
     ) -> Iterator[tuple[list[Any], ...]]:
-        from confluent_kafka import KafkaError
 
         columns: tuple[list[Any], ...] = ([], [], [], [], [])
-        topics, partitions, offsets, values, named = columns
+        offsets = columns[2]
         last_seen = time.monotonic()
         while ends:
             # consume() waits for as many messages as asked, or its timeout: never ask for more
@@ -159,34 +158,46 @@ class RangeReader:
             elif time.monotonic() - last_seen > _STALL_S:
                 raise RangeReadError(f"no record for {_STALL_S:.0f} s; still to read: {sorted(ends)}")
             for m in messages:
-                key = (m.topic(), m.partition())
-                end = ends.get(key)
-                error = m.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    if end is not None and m.offset() <= end:
-                        raise RangeReadError(f"{key[0]}-{key[1]}: the log ends at {m.offset()}, before {end + 1}")
-                    ends.pop(key, None)  # the range's last offsets were markers or aborted records
-                    continue
-                if error is not None:
-                    raise RangeReadError(f"{key[0]}-{key[1]}: {error}")
-                offset = m.offset()
-                if end is None or offset > end:
-                    ends.pop(key, None)
-                    continue
-                nexts[key] = offset + 1
-                topics.append(key[0])
-                partitions.append(key[1])
-                offsets.append(offset)
-                values.append(m.value())
-                if header is not None:
-                    found = m.headers()
-                    named.append(found is not None and any(k == header for k, _ in found))
-                if offset == end:
-                    del ends[key]
+                _take(m, nexts, ends, columns, header)
             if len(offsets) >= CHUNK or (not ends and offsets):
                 yield columns
                 columns = ([], [], [], [], [])
-                topics, partitions, offsets, values, named = columns
+                offsets = columns[2]
+
+
+def _take(
+    m: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], columns: tuple[list[Any], ...],
+    header: str | None,
+) -> None:  # fmt: skip
+    """One message of the consumer into `columns` (topic, partition, offset, value, named in a
+    header) when it is within its range; its range is done when it is the range's last."""
+    from confluent_kafka import KafkaError
+
+    key = (m.topic(), m.partition())
+    end = ends.get(key)
+    error = m.error()
+    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+        if end is not None and m.offset() <= end:
+            raise RangeReadError(f"{key[0]}-{key[1]}: the log ends at {m.offset()}, before {end + 1}")
+        ends.pop(key, None)  # the range's last offsets were markers or aborted records
+        return
+    if error is not None:
+        raise RangeReadError(f"{key[0]}-{key[1]}: {error}")
+    offset = m.offset()
+    if end is None or offset > end:
+        ends.pop(key, None)
+        return
+    nexts[key] = offset + 1
+    topics, partitions, offsets, values, named = columns
+    topics.append(key[0])
+    partitions.append(key[1])
+    offsets.append(offset)
+    values.append(m.value())
+    if header is not None:
+        found = m.headers()
+        named.append(found is not None and any(k == header for k, _ in found))
+    if offset == end:
+        del ends[key]
 
 
 def _rounds(ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]]:

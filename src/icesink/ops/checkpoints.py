@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import pyarrow.fs as pafs
 
-from icesink.batch.storage import StorageSettings
 from icesink.config import S3Config
 from icesink.errors import CheckpointError
+from icesink.tasks.storage import StorageSettings
 
 STARTING_SUFFIX = ".starting-offsets.json"
 _S3 = ("s3a", "s3", "s3n")

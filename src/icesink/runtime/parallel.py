@@ -62,6 +62,31 @@ class TablePool:
                 if on_done is not None:
                     on_done(i)
             return out
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="icesink-table")
+        futures = {self._executor.submit(self._in_pool(fn), item): i for i, item in enumerate(items)}
+        results: dict[int, R] = {}
+        errors: dict[int, BaseException] = {}
+        try:
+            for future in as_completed(futures):
+                i = futures[future]
+                error = future.exception()
+                if error is not None:
+                    errors[i] = error
+                    continue
+                results[i] = future.result()
+                if on_done is not None:
+                    on_done(i)
+        finally:
+            for future in futures:  # every call runs to its end before the step ends
+                future.exception()
+        if errors:
+            raise errors[min(errors)]
+        return [results[i] for i in range(len(items))]
+
+    def _in_pool(self, fn: Callable[[T], R]) -> Callable[[T], R]:
+        """`fn`, run with the calling thread's Spark jobs in its own FAIR pool (set once per thread
+        and `map` call)."""
         jvm, sc = self._spark.sparkContext._jvm, self._spark.sparkContext._jsc.sc()
         assert jvm is not None
         utils = jvm.org.apache.spark.util.Utils
@@ -80,27 +105,7 @@ class TablePool:
                 slot.call = call
             return fn(item)
 
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="icesink-table")
-        results: dict[int, R] = {}
-        errors: dict[int, BaseException] = {}
-        futures = {self._executor.submit(run, item): i for i, item in enumerate(items)}
-        try:
-            for future in as_completed(futures):
-                i = futures[future]
-                error = future.exception()
-                if error is not None:
-                    errors[i] = error
-                    continue
-                results[i] = future.result()
-                if on_done is not None:
-                    on_done(i)
-        finally:
-            for future in futures:  # every call runs to its end before the step ends
-                future.exception()
-        if errors:
-            raise errors[min(errors)]
-        return [results[i] for i in range(len(items))]
+        return run
 
     def close(self) -> None:
         executor, self._executor = self._executor, None

@@ -9,7 +9,7 @@ is the writer's, between a 5-byte field that takes the record's frame and an 8-b
 ends each record. A record whose body is longer or shorter than its schema says shifts the next
 marker, so a misread record cannot pass for a good one: the marker check catches it.
 
-As decode/json_direct.py, this takes a table's records only when they are beyond doubt the rows
+As tasks/decode_json.py, this takes a table's records only when they are beyond doubt the rows
 Spark's decoder would make: writer schemas of flat records whose fields are all of the types below
 and columns of the table with the same type (or one it widens to), every record framed with one of
 them, every body decoding to its end, every union index and decimal valid. Anything else declines

@@ -49,14 +49,15 @@ class DirectColumn:
         return pa.list_(element) if self.array else element
 
 
-def direct_columns(schema: StructType) -> tuple[DirectColumn, ...] | None:
+def direct_columns(schema: StructType, keys: Sequence[str] = ()) -> tuple[DirectColumn, ...] | None:
     """The table's columns as this decoder fills them, or None when it cannot fill every one: a
-    type it does not take (timestamps, decimals, structs, ...), a required column, an array
-    whose elements cannot be null."""
+    type it does not take (timestamps, decimals, structs, ...), a required column (but a key
+    column of a table of changes, whose changes without a value the task declines), an array whose
+    elements cannot be null."""
     out = []
     for f in schema.fields:
         t = f.dataType
-        if not f.nullable:
+        if not f.nullable and f.name not in keys:
             return None
         array = isinstance(t, ArrayType)
         if isinstance(t, ArrayType):
@@ -127,26 +128,33 @@ def json_object(value: bytes | None) -> dict[str, Any] | None:
 
 
 class DirectRows:
-    """One table's rows, from the records `add` takes, as Arrow columns (`take`)."""
+    """One table's rows, from the records `add` takes, as Arrow columns (`take`). With `carry`,
+    each row keeps the Kafka coordinates `add` was given (a table of changes orders by them)."""
 
-    def __init__(self, columns: Sequence[DirectColumn]) -> None:
+    def __init__(self, columns: Sequence[DirectColumn], carry: bool = False) -> None:
         self._columns = tuple(columns)
         self._names = frozenset(c.name for c in columns)
         self._order = tuple(c.name for c in columns)
         self._rows: list[tuple[Any, ...]] = []
+        self._carry = carry
+        self._coordinates: list[tuple[str, int, int]] = []
 
     @property
     def rows(self) -> int:
         return len(self._rows)
 
-    def add(self, value: bytes | None) -> bool:
-        """Takes the record's row; False (and nothing taken) when the record is not a JSON object
-        of the table's columns. Its values' types are checked by `take`."""
+    def add(self, value: bytes | None, coordinates: tuple[str, int, int] | None = None) -> bool:
+        """Takes the record's row (and, with `carry`, its topic, partition and offset); False (and
+        nothing taken) when the record is not a JSON object of the table's columns. Its values'
+        types are checked by `take`."""
         found = json_object(value)
         if found is None or not self._names.issuperset(found):
             return False
         get = found.get
         self._rows.append(tuple([get(n) for n in self._order]))
+        if self._carry:
+            assert coordinates is not None
+            self._coordinates.append(coordinates)
         return True
 
     def take(self) -> pa.RecordBatch | None:
@@ -156,4 +164,10 @@ class DirectRows:
             return None
         rows, self._rows = self._rows, []
         arrays = [_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
-        return pa.RecordBatch.from_arrays(arrays, names=list(self._order))
+        names = list(self._order)
+        if self._carry:
+            coordinates, self._coordinates = self._coordinates, []
+            topics, partitions, offsets = zip(*coordinates, strict=True)
+            carried = [pa.array(topics, pa.string()), pa.array(partitions, pa.int32()), pa.array(offsets, pa.int64())]
+            arrays, names = [*carried, *arrays], ["topic", "partition", "offset", *names]
+        return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -25,11 +25,11 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from icesink.batch.last_changes import last_per_key, not_older
-from icesink.batch.storage import StorageSettings
-from icesink.batch.worker_imports import freeze_imports, keep_zip_directories
 from icesink.model import WrittenFile
 from icesink.runtime import faults
+from icesink.tasks.last_changes import last_per_key, not_older
+from icesink.tasks.storage import StorageSettings
+from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 # A descriptor row's column types, one per field of WrittenFile (a new field fails here, at import).
 _DESCRIPTOR_TYPES = {

@@ -1,4 +1,4 @@
-"""The changes of an upsert or changelog table in the one-pass job (batch/direct.py): each task
+"""The changes of an upsert or changelog table in the one-pass job (tasks/one_pass.py): each task
 reduces its own records to the last change per key, so a key must not have changes in two tasks.
 
 Spark's path shuffles the changes by key so that a task holds every change of its keys. The
@@ -10,7 +10,7 @@ anything is committed: its share of the batch then goes Spark's way. Two keys wi
 fingerprint only cost that detour.
 
 A record is taken only when Spark's path would apply it (`operation_codes`): its operation one of
-changes.OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything
+OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything
 else is a dead letter there, so the table is declined.
 
 Pure: pyarrow, numpy and polars.
@@ -19,12 +19,32 @@ Pure: pyarrow, numpy and polars.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from icesink.batch.changes import OP_CODES, UPDATE
+from icesink.config import WriteMode
+
+OP = "__icesink_op"
+INSERT, UPDATE, DELETE = "I", "U", "D"
+# Accepted spellings of the operation column (the Tabular sink's I/U/D, Debezium's letters, words).
+OP_CODES = {
+    "i": INSERT, "c": INSERT, "r": INSERT, "insert": INSERT, "create": INSERT,
+    "u": UPDATE, "update": UPDATE,
+    "d": DELETE, "delete": DELETE,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ChangeSpec:
+    mode: WriteMode
+    keys: tuple[str, ...]
+    operation_column: str
+    key_column: str  # the column holding the decoded Kafka key, if keys are decoded
+    order_by: str | None = None
+
 
 _SPELLINGS = pa.array(sorted(OP_CODES))
 _CODES = pa.array([OP_CODES[k] for k in sorted(OP_CODES)])
