@@ -11,6 +11,7 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   icesink-cdc            the same into a changelog table (equality deletes + rows, one RowDelta)
   icesink-avro-days      icesink-avro into a table partitioned by days(ts)
   icesink-cdc-bucket     icesink-cdc into a table partitioned by bucket(16, id) (keys from the value)
+  icesink-json-upsert    icesink-json into an upsert table keyed by id
   seed000                a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None)
                          per row, appended each batch with Spark's Iceberg writer
                          (foreachBatch + writeTo().append())
@@ -62,9 +63,9 @@ from dev.bench.spec import (
     CATCH_UP,
     FRESHNESS_RUNS,
     MEMORY_TRIGGER,
-    PARTITION_BY,
     SMALL_RECORDS,
     SMALL_TRIGGER,
+    TABLES,
     TARGETS,
     RunSpec,
     WorkerSpec,
@@ -150,7 +151,7 @@ def catch_up(s: Bench) -> dict[str, Any]:
     for part, (kind, variant) in CATCH_UP.items():
         if part in s.spec.parts:
             w = WorkerSpec(kind=kind, variant=variant, topic=s.topics[variant], warm_topic=s.topics[f"warm_{variant}"],
-                           partition_by=tuple(PARTITION_BY.get(part, ())), **s.base())  # fmt: skip
+                           tables=TABLES.get(part, {}), **s.base())  # fmt: skip
             out[part] = rep.summarize_runs(part, measure(part, w.to_json(), s.log), s.spec.records)
     return out
 

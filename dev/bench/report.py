@@ -164,6 +164,7 @@ RATIOS = (
     ("icesink-cdc", "icesink-avro", "cdc_vs_avro"),
     ("icesink-avro-days", "icesink-avro", "partitioned_vs_avro"),
     ("icesink-cdc-bucket", "icesink-avro", "partitioned_cdc_vs_avro"),
+    ("icesink-json-upsert", "icesink-avro", "json_upsert_vs_avro"),
     ("icesink-avro", "seed000", None),
 )
 
@@ -185,6 +186,7 @@ LABELS = {
     "icesink-cdc": "icesink, Avro, changelog (CDC)",
     "icesink-avro-days": "icesink, Avro, append, days(ts)",
     "icesink-cdc-bucket": "icesink, Avro, changelog, bucket(16, id)",
+    "icesink-json-upsert": "icesink, JSON, upsert by id",
     "seed000": "pandas_udf + AvroDeserializer, Iceberg append",
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",
@@ -227,8 +229,21 @@ def throughput_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]
                       t["json_vs_builtin_json"]),
         cpu_row,
         ratio_verdict("CDC: icesink-cdc / icesink-avro", thr, "icesink-cdc", "icesink-avro", t["cdc_vs_avro"]),
+        *shape_verdicts(thr, t),
         bytes_verdict(thr, t["bytes_per_record_vs_builtin"]),
     ]  # fmt: skip
+
+
+def shape_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
+    """Issue 36's table shapes against the flat Avro append of the same run (reported only when run)."""
+    shapes = [
+        ("Partitioned append: icesink-avro-days / icesink-avro", "icesink-avro-days", "partitioned_vs_avro"),
+        ("Partitioned CDC: icesink-cdc-bucket / icesink-avro", "icesink-cdc-bucket", "partitioned_cdc_vs_avro"),
+        ("JSON upsert: icesink-json-upsert / icesink-avro", "icesink-json-upsert", "json_upsert_vs_avro"),
+    ]
+    return [
+        ratio_verdict(name, thr, part, "icesink-avro", t.get(key, 0.0)) for name, part, key in shapes if part in thr
+    ]
 
 
 def bytes_verdict(thr: dict[str, Any], factor: float) -> Verdict:

@@ -48,7 +48,7 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         raw["decode"]["registry"] = {"url": REGISTRY_URL}
     if variant == "cdc":
         raw["tables"].update({"mode": "changelog", "key_columns": ["id"]})
-    raw["tables"]["partition_by"] = list(extra.pop("partition_by", ()))
+    raw["tables"].update(extra.pop("tables", {}))
     return parse_config(raw, environ={})
 
 
@@ -89,9 +89,7 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         topic = spec.warm_topic if warm else spec.topic
         ns = f"{spec.tag}_{spec.variant}_{uuid.uuid4().hex[:6]}"
         kafka = {"starting_offsets": spec.starting_offsets} if spec.starting_offsets and not warm else {}
-        cfg = icesink_config(
-            tmp, topic, ns, spec.variant, spec.max_per_trigger, kafka=kafka, partition_by=spec.partition_by
-        )
+        cfg = icesink_config(tmp, topic, ns, spec.variant, spec.max_per_trigger, kafka=kafka, tables=spec.tables)
         job = Job(spark, cfg)
         batches: list[dict[str, Any]] = []
         job.handler.on_timings = collector(batches)

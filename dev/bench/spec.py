@@ -8,13 +8,13 @@ or a figure measured in the same run, that the report marks met, MISSED or not m
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
 
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
     "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket",
-    "seed000", "builtin", "builtin-json", "noop",
+    "icesink-json-upsert", "seed000", "builtin", "builtin-json", "noop",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 
@@ -28,16 +28,18 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-cdc": ("icesink", "cdc"),
     "icesink-avro-days": ("icesink", "avro"),
     "icesink-cdc-bucket": ("icesink", "cdc"),
+    "icesink-json-upsert": ("icesink", "json"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
     "noop": ("noop", "avro"),
 }
 
-# Parts into partitioned tables (issue 36's shapes): the same records as their unpartitioned part.
-PARTITION_BY: dict[str, list[str]] = {
-    "icesink-avro-days": ["days(ts)"],
-    "icesink-cdc-bucket": ["bucket(16, id)"],
+# Parts of issue 36's table shapes: the same records as their plain part, into tables set up so.
+TABLES: dict[str, dict[str, Any]] = {
+    "icesink-avro-days": {"partition_by": ["days(ts)"]},
+    "icesink-cdc-bucket": {"partition_by": ["bucket(16, id)"]},
+    "icesink-json-upsert": {"mode": "upsert", "key_columns": ["id"]},
 }
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's
@@ -69,6 +71,7 @@ class Targets:
     cdc_vs_avro: float = 0.7  # icesink-cdc / icesink-avro records/s
     partitioned_vs_avro: float = 0.85  # icesink-avro-days / icesink-avro records/s (issue 36)
     partitioned_cdc_vs_avro: float = 0.7  # icesink-cdc-bucket / icesink-avro records/s (issue 36)
+    json_upsert_vs_avro: float = 0.7  # icesink-json-upsert / icesink-avro records/s (issue 36)
     bytes_per_record_vs_builtin: float = 1.0  # icesink-avro's data-file bytes per record / builtin's
     freshness_interval_s: int = 1  # the freshness targets' trigger
     freshness_rate: int = 5_000  # and input records/s
@@ -107,7 +110,7 @@ class RunSpec:
     def variants(self) -> list[Variant]:
         """The topics to pre-load: Avro always (the sweep and the baselines read it)."""
         out: list[Variant] = ["avro"]
-        out += ["json"] if {"icesink-json", "builtin-json"} & set(self.parts) else []
+        out += ["json"] if {"icesink-json", "builtin-json", "icesink-json-upsert"} & set(self.parts) else []
         out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
         return out
 
@@ -124,7 +127,7 @@ class WorkerSpec:
     repeat: int = 1
     max_per_trigger: int = 500_000
     variant: Variant = "avro"
-    partition_by: tuple[str, ...] = ()  # the table's spec (PARTITION_BY)
+    tables: dict[str, Any] = field(default_factory=dict)  # the tables section's settings (TABLES)
     warm_topic: str = ""
     starting_offsets: str | None = None  # a Kafka startingOffsets JSON (the sweep reads a tail)
     interval: int = 0  # freshness: trigger seconds

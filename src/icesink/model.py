@@ -4,8 +4,9 @@ PartitionRange), where it goes (TableRef) and what a write produced (WrittenFile
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 
 @dataclass(frozen=True, order=True)
@@ -63,3 +64,21 @@ class WrittenFile:
     # The file's Parquet footer, serialized as a footer-only file (PAR1, footer, length, PAR1): the
     # commit takes the file's metrics from it instead of reading the footer back from storage.
     footer: bytes = b""
+
+
+class OffsetsPlan(Protocol):
+    """What a table's commit is fenced on and records (batch/plan.py's TablePlan is one): the
+    offsets the batch was planned against, those its snapshot records, and the topic-partitions
+    the batch carries for the table. A protocol, so the Iceberg edge needs nothing of the batch's steps."""
+
+    @property
+    def table(self) -> TableRef: ...
+
+    @property
+    def committed(self) -> Mapping[TopicPartition, int]: ...
+
+    @property
+    def next_offsets(self) -> Mapping[TopicPartition, int]: ...
+
+    @property
+    def batch_tps(self) -> Sequence[TopicPartition]: ...

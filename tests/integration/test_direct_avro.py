@@ -18,8 +18,7 @@ from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
 from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
-from tests.integration.test_direct_json import letters, partitions, rows
-from tests.support.spark import table_offsets
+from tests.support.spark import letters, partitions, rows, table_offsets
 from tests.support.values import avro_config, avro_values
 
 pytestmark = [pytest.mark.slow]

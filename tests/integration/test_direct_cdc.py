@@ -6,6 +6,7 @@ applied still become dead letters; a crash replays once."""
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import signal
@@ -18,16 +19,15 @@ from pyspark.sql import SparkSession
 from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.batch import direct
+from icesink.batch import direct_tables
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.job.query import Job
 from icesink.model import TableRef
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
-from tests.integration.test_direct_json import letters, partitions, rows
 from tests.support.cli import run_cli
-from tests.support.spark import snapshots, table_offsets
+from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values, table_state
 
@@ -200,6 +200,87 @@ def test_json_changes_in_one_pass_match_sparks_path_and_a_replay(
     assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
 
 
+VALUE_ONLY: dict[str, Any] = {**SCHEMA, "name": "Balance", "fields": [f for f in SCHEMA["fields"] if f["name"] != "id"]}
+
+
+@pytest.mark.parametrize("value_format", ["avro", "json"])
+def test_string_keys_and_tombstones_in_one_pass_match_sparks_path(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, value_format: str
+) -> None:
+    """Changes keyed by the record key only (`decode.key_format: string`, the key column `_key`),
+    deletes as tombstones (a null value), into a table partitioned by bucket(3, _key): written in
+    one pass (the tasks read the keys, a tombstone a delete of its key) and through Spark's path,
+    equal to each other and to the oracle, also after a replay from the earliest offsets."""
+    topic = scenario.topic("balances")
+    create_topics(topic, partitions=3)
+    changes = list(random_changes(3_000, 300, 3, seed=41))
+    assert {"T", "D"} <= {c.op for c in changes}
+
+    def produced(batch: list[Change]) -> None:
+        items = [{"v": c.seq, "name": f"k{c.key}-{c.seq}", "op": c.op} for c in batch]
+        if value_format == "avro":
+            values: list[bytes | None] = list(avro_values(topic, VALUE_ONLY, items))
+        else:
+            values = [json.dumps(item).encode() for item in items]
+        produce_keyed(
+            topic,
+            [
+                (str(c.key).encode(), None if c.op == "T" else v, c.partition)
+                for c, v in zip(batch, values, strict=True)
+            ],
+        )
+
+    produced(changes)
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            f"decode.direct_{value_format}": sides[side],
+            "decode.key_format": "string",
+            "decode.operation_column": "op",
+            "tables.mode": "changelog",
+            "tables.partition_by": ["bucket(3, _key)"],
+            "kafka.max_offsets_per_trigger": 1_200,
+            **more,
+        }
+        job = Job(spark, scenario.config(**(avro_config(scenario, **settings) if value_format == "avro" else settings)))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    def state(table: str) -> dict[int, int]:
+        spark.sql(f"REFRESH TABLE {table}")
+        found = spark.sql(f"SELECT _key, v FROM {table}").collect()
+        assert len(found) == len({r._key for r in found}), "no key twice"
+        return {int(r._key): r.v for r in found}
+
+    def filed(table: str) -> list[tuple[str, str]]:
+        return sorted((r._key, str(r.p)) for r in spark.sql(f"SELECT _key, _partition AS p FROM {table}").collect())
+
+    timings = {side: run(side) for side in sides}
+    assert ["direct" in t.steps for t in timings["direct"]] == [True] * 3, "every batch in one pass, batch 0 too"
+    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 3
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_balances" for side in sides}
+    for table in tables.values():
+        assert state(table) == oracle(changes)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    assert filed(tables["direct"]) == filed(tables["spark"]), "filed as Spark's path files them"
+    catalog = IcebergCatalog(spark, CATALOG)
+    made = catalog.load(TableRef(f"{scenario.namespace}_direct", f"{scenario.prefix}_balances"))
+    assert catalog.identifier_columns(made) == ["_key"], "keyed by the record key, as Spark's path creates it"
+
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(600, 300, 3, seed=42)]
+    produced(more)
+    again = run("direct", **{"job.checkpoint_location": str(tmp_path / "replay"), "kafka.starting_offsets": "earliest"})
+    assert "direct" in again[-1].steps, "the new changes in one pass"
+    assert state(tables["direct"]) == oracle(changes + more), "each change applied once"
+    assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+
+
 def test_a_key_with_changes_in_two_tasks_partitions_and_bad_changes_go_sparks_way(
     spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture, every_core: None
 ) -> None:
@@ -236,7 +317,7 @@ def test_more_changes_than_the_tasks_would_hold_go_sparks_way(
 ) -> None:
     """A task holds every change it reads: a batch with more than Spark's path gives its tasks
     (CHANGES_PER_TASK per core, 2 cores) is shuffled by key instead."""
-    monkeypatch.setattr(direct, "CHANGES_PER_TASK", 10)
+    monkeypatch.setattr(direct_tables, "CHANGES_PER_TASK", 10)
     topic = scenario.topic("many")
     create_topics(topic, partitions=2)
     changes = list(random_changes(30, 12, 2, seed=5, tombstones=False))

@@ -12,33 +12,14 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.batch import direct
+from icesink.batch import direct_tables
 from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
-from tests.support.spark import snapshots, table_offsets
+from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
 
 pytestmark = [pytest.mark.slow]
 
 NAMES = ("clean", "newcol", "poison", "mismatch", "late")
-
-
-def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
-    spark.sql(f"REFRESH TABLE {table}")
-    frame = spark.table(table)
-    found = [tuple(r) for r in frame.select(*sorted(frame.columns)).collect()]
-    return sorted(found, key=lambda row: [(v is not None, v if v is not None else 0) for v in row])
-
-
-def partitions(spark: SparkSession, table: str) -> list[tuple[Any, str]]:
-    """(id, the row's partition as Iceberg holds it) of every row: where each row was filed."""
-    spark.sql(f"REFRESH TABLE {table}")
-    return sorted((r.id, str(r.p)) for r in spark.sql(f"SELECT id, _partition AS p FROM {table}").collect())
-
-
-def letters(spark: SparkSession, namespace: str) -> list[tuple[str, int, str]]:
-    table = f"{CATALOG}.{namespace}.dead_letters"
-    spark.sql(f"REFRESH TABLE {table}")
-    return sorted((r.topic, r.offset, r.error_class) for r in spark.table(table).collect())
 
 
 def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
@@ -51,7 +32,7 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
             produce(t, [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3)])
     # The sample a new table's columns are inferred from (2 records here) has no w and only whole
     # v: the one-pass job declines the third record, and Spark's decoder infers from all three.
-    monkeypatch.setattr(direct, "SAMPLE_RECORDS", 2)
+    monkeypatch.setattr(direct_tables, "SAMPLE_RECORDS", 2)
     produce(topics["late"], [{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 3, "v": 2.5, "w": "x"}])
     sides = {"direct": True, "spark": False}
 
@@ -136,3 +117,57 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
     for name in (clean, copy):
         assert table_offsets(spark, f"{CATALOG}.{namespace('direct')}.{name}") == end_offsets(topics["clean"])
     assert {n: rows(spark, tables["direct"][n]) for n in before} == before
+
+
+def test_nested_json_takes_the_one_pass_job_for_a_new_table_and_after(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Events with a struct and an array of structs (the demo's shape): batch 0 creates the table
+    and batch 1 appends to it, both in the one-pass job with no Spark decode or write step; the
+    table equals Spark's path's. A record with a nested field the table lacks sends batch 2 Spark's
+    way, which widens the struct."""
+    topic = scenario.topic("clicks")
+    create_topics(topic, partitions=2)
+
+    def event(i: int) -> dict[str, Any]:
+        return {
+            "id": i,
+            "kind": ("view", "cart", "purchase")[i % 3],
+            "amount": i * 0.5 if i % 3 == 2 else None,
+            "device": {"os": ("ios", "android", "web")[i % 3], "app": f"3.{i % 10}"},
+            "items": [{"sku": f"s{i}", "n": i % 4}] if i % 2 else [],
+        }
+
+    produce(topic, [event(i) for i in range(100)])
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": sides[side],
+        }
+        job = Job(spark, scenario.config(**settings))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_clicks" for side in sides}
+    for batch in range(3):
+        timings = {side: run(side) for side in sides}
+        one_pass = [("direct" in t.steps, "decode" in t.steps or "write" in t.steps) for t in timings["direct"]]
+        if batch < 2:
+            assert one_pass == [(True, False)], f"batch {batch}: the one-pass job alone"
+        if batch == 1:
+            assert timings["direct"][0].spark_jobs == 1, "one Spark job reads, decodes and writes the batch"
+        else:
+            assert one_pass == [(True, True)], "declined, then Spark's decoder"
+        assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+        assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
+        assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+        produce(topic, [event(i) for i in range(100 * (batch + 1), 100 * (batch + 2))])
+        if batch == 1:
+            produce(topic, [{"id": 999, "device": {"os": "tv", "screen": 55}}])
+    device = spark.table(tables["direct"]).schema["device"].dataType
+    assert device.simpleString() == "struct<app:string,os:string,screen:bigint>", "widened by Spark's path"

@@ -23,6 +23,8 @@ SHAPE = StructType(
         StructField("ok", BooleanType()),
         StructField("tags", ArrayType(StringType())),
         StructField("nums", ArrayType(LongType())),
+        StructField("device", StructType([StructField("os", StringType()), StructField("v", DoubleType())])),
+        StructField("items", ArrayType(StructType([StructField("n", LongType())]))),
     ]
 )
 
@@ -44,6 +46,10 @@ TAKEN: list[bytes] = [
     b'{"id": 9, "id": 10}',
     b'{"amount": 18446744073709551616}',  # beyond 64 bits: orjson reads the nearest double
     b'{"amount": -123456789012345678901234567890}',
+    b'{"device": {"os": "ios", "v": 1}, "items": [{"n": 1}, null, {}]}',
+    b'{"device": {}, "items": []}',
+    b'{"device": null, "items": null}',
+    b'{"device": {"v": NaN}}',
 ]
 
 DECLINED: list[bytes | None] = [
@@ -57,6 +63,12 @@ DECLINED: list[bytes | None] = [
     b'{"ID": 1}',
     b'{"amount": Infinity}',
     b'{"amount": 1e999}',
+    b'{"device": {"os": 1}}',  # Spark takes it as the text "1"
+    b'{"device": {"model": "x"}}',  # a field the struct lacks
+    b'{"device": {"v": Infinity}}',
+    b'{"device": [1]}',
+    b'{"items": [{"n": 1.5}]}',
+    b'{"items": {"n": 1}}',
     b'{"amount": 9007199254740993}',
     b'{"amount": "1.5"}',
     b'{"tags": ["a", 1]}',
@@ -75,6 +87,11 @@ DECLINED: list[bytes | None] = [
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types, NaN equal to NaN, at any depth."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
     return bool(a == b and type(a) is type(b))

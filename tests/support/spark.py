@@ -6,6 +6,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from dev.kit.scenario import CATALOG
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.model import TopicPartition
 
@@ -32,3 +33,22 @@ def table_offsets(spark: SparkSession, table: str) -> dict[TopicPartition, int]:
         if codec.OFFSETS_KEY in snap["summary"]:
             return codec.decode(snap["summary"][codec.OFFSETS_KEY])
     return {}
+
+
+def rows(spark: SparkSession, table: str) -> list[tuple[Any, ...]]:
+    spark.sql(f"REFRESH TABLE {table}")
+    frame = spark.table(table)
+    found = [tuple(r) for r in frame.select(*sorted(frame.columns)).collect()]
+    return sorted(found, key=lambda row: [(v is not None, v if v is not None else 0) for v in row])
+
+
+def partitions(spark: SparkSession, table: str) -> list[tuple[Any, str]]:
+    """(id, the row's partition as Iceberg holds it) of every row: where each row was filed."""
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted((r.id, str(r.p)) for r in spark.sql(f"SELECT id, _partition AS p FROM {table}").collect())
+
+
+def letters(spark: SparkSession, namespace: str) -> list[tuple[str, int, str]]:
+    table = f"{CATALOG}.{namespace}.dead_letters"
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted((r.topic, r.offset, r.error_class) for r in spark.table(table).collect())

@@ -1,8 +1,15 @@
-"""How many tasks the one-pass job runs for a batch: one per core, none smaller than RECORDS_PER_TASK."""
+"""How many tasks the one-pass job runs for a batch (one per core, none smaller than RECORDS_PER_TASK),
+and what the driver makes of their result rows."""
 
 from __future__ import annotations
 
-from icesink.batch.direct import RECORDS_PER_TASK, task_count
+from types import SimpleNamespace
+
+import pyarrow as pa
+
+from icesink.batch.direct import RECORDS_PER_TASK, outcome, task_count
+from icesink.tasks.change_rows import key_fingerprints
+from icesink.tasks.one_pass import UNREAD
 
 
 def test_a_small_batch_is_one_task_and_so_one_file_per_table() -> None:
@@ -20,3 +27,37 @@ def test_a_batch_spreads_over_every_core_once_each_share_is_big_enough() -> None
 
 def test_an_empty_share_still_gets_a_task() -> None:
     assert task_count(0, cores=4) == 1
+
+
+def descriptor(table: int, path: str = "", declined: bool = False, keys: bytes | None = None) -> SimpleNamespace:
+    """A row of the one-pass job's result (DIRECT_DDL), as the driver collects it."""
+    return SimpleNamespace(
+        table=table, declined=declined, keys=keys, path=path, record_count=1, file_size=1, content="data",
+        partition=[], footer=None,
+    )  # fmt: skip
+
+
+def test_the_outcome_keeps_each_tables_files_and_why_one_was_declined() -> None:
+    one, two = key_fingerprints(pa.table({"id": [1]})), key_fingerprints(pa.table({"id": [2]}))
+    rows = [
+        descriptor(0, "a.parquet"),
+        descriptor(0, "b.parquet"),
+        descriptor(1, declined=True),
+        descriptor(2, "c.parquet"),
+        descriptor(2, keys=one),
+        descriptor(2, keys=one),  # the same key written by two tasks
+        descriptor(3, "d.parquet"),
+        descriptor(3, keys=one),
+        descriptor(3, keys=two),
+    ]
+    found = outcome(rows, 4)
+    assert [f.path for f in found.files[0]] == ["a.parquet", "b.parquet"]
+    assert found.declined == {1, 2}
+    assert found.shared == {2}
+    assert not found.unread
+
+
+def test_a_task_that_could_not_read_its_records_declines_every_table() -> None:
+    found = outcome([descriptor(0, "a.parquet"), descriptor(UNREAD, declined=True)], 3)
+    assert found.unread
+    assert found.declined == {0, 1, 2}

@@ -21,6 +21,7 @@ from pyspark.sql.types import (
 )
 
 from icesink.tasks.decode_json import (
+    TOMBSTONE,
     DeclinedValueError,
     DirectColumn,
     DirectRows,
@@ -52,13 +53,50 @@ def test_only_tables_of_nullable_simple_columns_are_filled() -> None:
         StructField("ts", TimestampType()),
         StructField("d", DecimalType(10, 2)),
         StructField("i", IntegerType()),  # a created table's JSON integers are longs; an int column is someone else's
-        StructField("nested", shape(StructField("a", LongType()))),
+        StructField("nested", shape(StructField("a", LongType(), nullable=False))),
+        StructField("nested", shape(StructField("t", TimestampType()))),
+        StructField("nested", shape()),
         StructField("id", LongType(), nullable=False),
         StructField("tags", ArrayType(StringType(), containsNull=False)),
         StructField("deep", ArrayType(ArrayType(LongType()))),
     ):
         assert direct_columns(shape(StructField("ok", LongType()), other)) is None, other
     assert direct_columns(shape()) is None
+
+
+def test_structs_and_arrays_of_structs_at_any_depth() -> None:
+    inner = shape(StructField("os", StringType()), StructField("v", DoubleType()))
+    columns = direct_columns(
+        shape(
+            StructField("id", LongType()),
+            StructField("device", shape(StructField("app", StringType()), StructField("hw", inner))),
+            StructField("items", ArrayType(inner)),
+        )
+    )
+    assert columns is not None
+    rows = DirectRows(columns)
+    assert rows.add(b'{"id": 1, "device": {"app": "3.1", "hw": {"os": "ios", "v": 2}}, "items": [{"os": "a"}, null]}')
+    assert rows.add(b'{"id": 2, "device": {}, "items": []}')
+    assert rows.add(b'{"id": 3, "device": null}')
+    batch = rows.take()
+    assert batch is not None
+    assert batch.to_pylist() == [
+        {"id": 1, "device": {"app": "3.1", "hw": {"os": "ios", "v": 2.0}}, "items": [{"os": "a", "v": None}, None]},
+        {"id": 2, "device": {"app": None, "hw": None}, "items": []},
+        {"id": 3, "device": None, "items": None},
+    ]
+    for declined in (
+        b'{"device": {"app": "x", "new": 1}}',  # a field the struct lacks: Spark's inference widens it
+        b'{"device": {"hw": {"v": "2"}}}',  # a string for a double, deep down
+        b'{"device": {"hw": {"v": 1e999}}}',  # an infinity, deep down
+        b'{"device": "x"}',
+        b'{"items": [{"os": 1}]}',
+        b'{"items": {"os": "a"}}',
+    ):
+        rows = DirectRows(columns)
+        assert rows.add(declined)
+        with pytest.raises(DeclinedValueError):
+            rows.take()
 
 
 def test_a_required_key_column_of_a_table_of_changes_is_filled() -> None:
@@ -76,15 +114,33 @@ def test_rows_of_changes_carry_their_kafka_coordinates_first() -> None:
     assert rows.add(b'{"id": 1, "op": "D"}', ("t", 2, 42))
     batch = rows.take()
     assert batch is not None
-    assert batch.schema.names == ["topic", "partition", "offset", "id", "op"]
+    assert batch.schema.names == ["topic", "partition", "offset", TOMBSTONE, "id", "op"]
     assert batch.to_pydict() == {
-        "topic": ["t", "t"],
-        "partition": [2, 2],
-        "offset": [40, 42],
-        "id": [1, 1],
-        "op": ["I", "D"],
-    }
+        "topic": ["t", "t"], "partition": [2, 2], "offset": [40, 42], TOMBSTONE: [False, False],
+        "id": [1, 1], "op": ["I", "D"],
+    }  # fmt: skip
     assert rows.take() is None
+    assert not rows.add(None, ("t", 2, 43)), "a tombstone of a table not keyed by the record key"
+
+
+def test_string_keys_fill_the_key_column_and_tombstones_are_rows_of_their_key() -> None:
+    columns = direct_columns(shape(StructField("v", LongType()), StructField("_key", StringType())))
+    assert columns is not None
+    rows = DirectRows(columns, carry=True, key_column="_key")
+    assert rows.add(b'{"v": 1, "_key": "not the key"}', ("t", 0, 7), b"k1")
+    assert rows.add(None, ("t", 0, 8), b"k1")
+    assert rows.add(b'{"v": 2}', ("t", 0, 9), None)
+    batch = rows.take()
+    assert batch is not None
+    assert batch.to_pydict() == {
+        "topic": ["t"] * 3, "partition": [0] * 3, "offset": [7, 8, 9], TOMBSTONE: [False, True, False],
+        "v": [1, None, 2], "_key": ["k1", "k1", None],
+    }  # fmt: skip
+    appends = DirectRows(columns, key_column="_key")
+    assert not appends.add(None, None, b"k"), "a tombstone of an append table: Spark's path makes it a dead letter"
+    assert appends.add(b'{"v": 3}', None, b"\xff\xfe")
+    with pytest.raises(pa.ArrowInvalid):
+        appends.take()  # a key that is not UTF-8: left to Spark's path
 
 
 def test_rows_come_out_in_the_columns_arrow_types_with_nulls_for_missing_keys() -> None:

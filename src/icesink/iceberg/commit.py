@@ -11,7 +11,7 @@ import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.java_gateway import ensure_callback_server_started
@@ -21,11 +21,8 @@ from icesink.errors import CommitError, CommitOutcomeUnknownError
 from icesink.iceberg import ancestry, fence
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.jvm import JavaObject, jvm
-from icesink.model import Offsets, TableRef, WrittenFile, advance
+from icesink.model import Offsets, OffsetsPlan, TableRef, WrittenFile, advance
 from icesink.runtime import faults
-
-if TYPE_CHECKING:
-    from icesink.batch.plan import TablePlan
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +45,7 @@ def commit_files(
     spark: SparkSession,
     table: JavaObject,
     files: Sequence[WrittenFile],
-    plan: TablePlan,
+    plan: OffsetsPlan,
     query_id: str,
     batch_id: int,
     key_columns: Sequence[str] = (),
@@ -102,7 +99,7 @@ class _OthersMovedError(Exception):
     """The fence refused a commit because offsets of topic-partitions the batch does not carry moved."""
 
 
-def _offsets_moved(ref: TableRef, plan: TablePlan, now: Offsets) -> CommitError:
+def _offsets_moved(ref: TableRef, plan: OffsetsPlan, now: Offsets) -> CommitError:
     tps = sorted(set(plan.batch_tps) | set(now) | set(plan.committed))
     moved = [tp for tp in tps if now.get(tp) != plan.committed.get(tp)]
     detail = ", ".join(f"{tp}: planned {plan.committed.get(tp)}, now {now.get(tp)}" for tp in moved[:5])
@@ -251,7 +248,7 @@ def _commit_fenced(
     spark: SparkSession,
     table: JavaObject,
     update: JavaObject,
-    plan: TablePlan,
+    plan: OffsetsPlan,
     now: Offsets,
     intended: Offsets,
     query_id: str,

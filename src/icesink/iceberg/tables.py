@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
@@ -22,13 +22,10 @@ from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult, commit_files
 from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
-from icesink.model import Offsets, TableRef, WrittenFile
+from icesink.model import Offsets, OffsetsPlan, TableRef, WrittenFile
 from icesink.schema import partitioning
 from icesink.schema.evolution import AddColumn, WidenColumn
 from icesink.schema.partitioning import PartitionField
-
-if TYPE_CHECKING:
-    from icesink.batch.plan import TablePlan
 
 log = logging.getLogger(__name__)
 
@@ -280,7 +277,7 @@ class IcebergCatalog:
         self,
         table: JavaObject,
         files: Sequence[WrittenFile],
-        plan: TablePlan,
+        plan: OffsetsPlan,
         query_id: str,
         batch_id: int,
         key_columns: Sequence[str] = (),

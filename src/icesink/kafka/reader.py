@@ -122,10 +122,11 @@ class RangeReader:
             consumer.close()
 
     def batches(
-        self, ranges: Sequence[PartitionRange], header: str | None = None, column: str = ""
+        self, ranges: Sequence[PartitionRange], header: str | None = None, column: str = "", keys: bool = False
     ) -> Iterator[pa.RecordBatch]:
-        """The records of `ranges` as Arrow batches of topic, partition, offset and value (and with
-        `header`, a boolean `column`: whether the record carries a header of that key)."""
+        """The records of `ranges` as Arrow batches of topic, partition, offset and value (with
+        `header`, a boolean `column`: whether the record carries a header of that key; with `keys`,
+        the record key as `key`)."""
         from confluent_kafka import TopicPartition as KafkaTP
 
         consumer = self._consumer()
@@ -134,18 +135,18 @@ class RangeReader:
             starts = {(r.tp.topic, r.tp.partition): r.first_offset for r in assigned}
             try:
                 consumer.assign([KafkaTP(r.tp.topic, r.tp.partition, r.first_offset) for r in assigned])
-                for batch in self._read(consumer, starts, ends, header):
-                    yield _batch(batch, column if header is not None else None)
+                for batch in self._read(consumer, starts, ends, header, keys):
+                    yield _batch(batch, column if header is not None else None, keys)
             except BaseException:
                 self._drop()  # whatever it fetched or holds is not trusted again
                 raise
             consumer.unassign()  # stops the fetcher reading ahead past the ranges
 
     def _read(
-        self, consumer: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], header: str | None
-    ) -> Iterator[tuple[list[Any], ...]]:
-
-        columns: tuple[list[Any], ...] = ([], [], [], [], [])
+        self, consumer: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], header: str | None,
+        keys: bool,
+    ) -> Iterator[tuple[list[Any], ...]]:  # fmt: skip
+        columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
         offsets = columns[2]
         last_seen = time.monotonic()
         while ends:
@@ -158,19 +159,19 @@ class RangeReader:
             elif time.monotonic() - last_seen > _STALL_S:
                 raise RangeReadError(f"no record for {_STALL_S:.0f} s; still to read: {sorted(ends)}")
             for m in messages:
-                _take(m, nexts, ends, columns, header)
+                _take(m, nexts, ends, columns, header, keys)
             if len(offsets) >= CHUNK or (not ends and offsets):
                 yield columns
-                columns = ([], [], [], [], [])
+                columns = ([], [], [], [], [], [])
                 offsets = columns[2]
 
 
 def _take(
     m: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], columns: tuple[list[Any], ...],
-    header: str | None,
+    header: str | None, keys: bool,
 ) -> None:  # fmt: skip
     """One message of the consumer into `columns` (topic, partition, offset, value, named in a
-    header) when it is within its range; its range is done when it is the range's last."""
+    header, key) when it is within its range; its range is done when it is the range's last."""
     from confluent_kafka import KafkaError
 
     key = (m.topic(), m.partition())
@@ -188,7 +189,7 @@ def _take(
         ends.pop(key, None)
         return
     nexts[key] = offset + 1
-    topics, partitions, offsets, values, named = columns
+    topics, partitions, offsets, values, named, record_keys = columns
     topics.append(key[0])
     partitions.append(key[1])
     offsets.append(offset)
@@ -196,6 +197,8 @@ def _take(
     if header is not None:
         found = m.headers()
         named.append(found is not None and any(k == header for k, _ in found))
+    if keys:
+        record_keys.append(m.key())
     if offset == end:
         del ends[key]
 
@@ -213,8 +216,8 @@ def _rounds(ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]]:
     return rounds
 
 
-def _batch(columns: tuple[list[Any], ...], column: str | None) -> pa.RecordBatch:
-    topics, partitions, offsets, values, named = columns
+def _batch(columns: tuple[list[Any], ...], column: str | None, keys: bool) -> pa.RecordBatch:
+    topics, partitions, offsets, values, named, record_keys = columns
     arrays = [
         pa.array(topics, pa.string()),
         pa.array(partitions, pa.int32()),
@@ -225,4 +228,7 @@ def _batch(columns: tuple[list[Any], ...], column: str | None) -> pa.RecordBatch
     if column is not None:
         arrays.append(pa.array(named, pa.bool_()))
         names.append(column)
+    if keys:
+        arrays.append(pa.array(record_keys, pa.binary()))
+        names.append("key")
     return pa.RecordBatch.from_arrays(arrays, names=names)

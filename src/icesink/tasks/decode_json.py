@@ -40,12 +40,17 @@ _ARROW_TYPES = dict(_KINDS.values())  # kind -> Arrow type
 @dataclass(frozen=True)
 class DirectColumn:
     name: str
-    kind: str  # long, double, string or boolean: the column's type, or its elements' for an array
+    # long, double, string, boolean or struct: the column's type, or its elements' for an array
+    kind: str
     array: bool = False
+    fields: tuple[DirectColumn, ...] = ()  # a struct's fields
 
     @property
     def arrow_type(self) -> pa.DataType:
-        element = _ARROW_TYPES[self.kind]
+        if self.kind == "struct":
+            element = pa.struct([pa.field(f.name, f.arrow_type) for f in self.fields])
+        else:
+            element = _ARROW_TYPES[self.kind]
         return pa.list_(element) if self.array else element
 
 
@@ -56,19 +61,30 @@ def direct_columns(schema: StructType, keys: Sequence[str] = ()) -> tuple[Direct
     elements cannot be null."""
     out = []
     for f in schema.fields:
-        t = f.dataType
         if not f.nullable and f.name not in keys:
             return None
-        array = isinstance(t, ArrayType)
-        if isinstance(t, ArrayType):
-            if not t.containsNull:
-                return None
-            t = t.elementType
-        found = _KINDS.get(type(t))
-        if found is None:
+        column = _column(f.name, f.dataType)
+        if column is None:
             return None
-        out.append(DirectColumn(f.name, found[0], array))
+        out.append(column)
     return tuple(out) if out else None
+
+
+def _column(name: str, t: DataType) -> DirectColumn | None:
+    """A column of type `t` as this decoder fills it: a simple type, a struct of such columns
+    (nullable, at any depth), or an array of either whose elements may be null."""
+    array = isinstance(t, ArrayType)
+    if isinstance(t, ArrayType):
+        if not t.containsNull or isinstance(t.elementType, ArrayType):
+            return None
+        t = t.elementType
+    if isinstance(t, StructType):
+        fields = [_column(f.name, f.dataType) if f.nullable else None for f in t.fields]
+        if not fields or any(f is None for f in fields):
+            return None
+        return DirectColumn(name, "struct", array, tuple(f for f in fields if f is not None))
+    found = _KINDS.get(type(t))
+    return DirectColumn(name, found[0], array) if found is not None else None
 
 
 # The Python types of the values a column takes (None aside; bool is not int here). Arrow refuses
@@ -87,23 +103,48 @@ class DeclinedValueError(ValueError):
     """A value of a column that is not of its type: its table's records go through Spark."""
 
 
-def _array(column: DirectColumn, values: Sequence[Any]) -> pa.Array:
-    """One column of rows as Arrow, checked a column at a time (set(map(type, ...)) runs in C:
-    per record and column, a Python check cost more than parsing the record)."""
-    kinds = _TYPES[column.kind]
+_DICTS = frozenset({dict, type(None)})
+
+
+def _check(column: DirectColumn, values: Sequence[Any]) -> None:
+    """Raises DeclinedValueError unless every value is of the column's type (set(map(type, ...))
+    runs in C: per record and column, a Python check cost more than parsing the record). A
+    struct's values are objects of its fields only, each checked the same way."""
     if column.array:
         if not set(map(type, values)) <= _LISTS:
             raise DeclinedValueError(column.name)
-        elements = chain.from_iterable(v for v in values if v is not None)
-        if not set(map(type, elements)) <= kinds:
+        values = list(chain.from_iterable(v for v in values if v is not None))
+    if column.kind != "struct":
+        if not set(map(type, values)) <= _TYPES[column.kind]:
             raise DeclinedValueError(column.name)
-    elif not set(map(type, values)) <= kinds:
+        return
+    if not set(map(type, values)) <= _DICTS:
         raise DeclinedValueError(column.name)
-    array = pa.array(values, column.arrow_type)
+    names = frozenset(f.name for f in column.fields)
+    objects = [v for v in values if v is not None]
+    if not all(names.issuperset(v) for v in objects):
+        raise DeclinedValueError(column.name)  # a field the struct lacks: Spark's inference widens it
+    for f in column.fields:
+        _check(f, [v.get(f.name) for v in objects])
+
+
+def _doubles(column: DirectColumn, array: pa.Array) -> list[pa.Array]:
+    """The double columns of `array` (of `column`), at any depth, flattened."""
+    flat = array.flatten() if column.array else array
     if column.kind == "double":
-        # Infinity (or 1e999) is left to Spark; NaN is taken, as Spark takes it.
-        flat = array.flatten() if column.array else array
-        if pc.any(pc.is_inf(flat)).as_py():
+        return [flat]
+    if column.kind != "struct":
+        return []
+    return [d for i, f in enumerate(column.fields) for d in _doubles(f, flat.field(i))]
+
+
+def _array(column: DirectColumn, values: Sequence[Any]) -> pa.Array:
+    """One column of rows as Arrow, checked a column at a time."""
+    _check(column, values)
+    array = pa.array(values, column.arrow_type)
+    # Infinity (or 1e999) is left to Spark; NaN is taken, as Spark takes it.
+    for doubles in _doubles(column, array):
+        if pc.any(pc.is_inf(doubles)).as_py():
             raise DeclinedValueError(column.name)
     return array
 
@@ -127,47 +168,79 @@ def json_object(value: bytes | None) -> dict[str, Any] | None:
     return found if type(found) is dict else None
 
 
+# The column of a table of changes' rows saying which are tombstones (deletes of their record key).
+TOMBSTONE = "__icesink_tombstone"
+
+
 class DirectRows:
     """One table's rows, from the records `add` takes, as Arrow columns (`take`). With `carry`,
-    each row keeps the Kafka coordinates `add` was given (a table of changes orders by them)."""
+    each row keeps the Kafka coordinates `add` was given and whether it is a tombstone (a table of
+    changes orders by them). With `key_column`, that column holds the record key as a string
+    (`decode.key_format: string`), and with `carry` a record without a value is a tombstone: a
+    row of only its key."""
 
-    def __init__(self, columns: Sequence[DirectColumn], carry: bool = False) -> None:
+    def __init__(self, columns: Sequence[DirectColumn], carry: bool = False, key_column: str | None = None) -> None:
         self._columns = tuple(columns)
         self._names = frozenset(c.name for c in columns)
         self._order = tuple(c.name for c in columns)
         self._rows: list[tuple[Any, ...]] = []
         self._carry = carry
         self._coordinates: list[tuple[str, int, int]] = []
+        self._key_column = key_column
+        self._keys: list[bytes | None] = []
+        self._tombstones: list[bool] = []
+        self._nothing = tuple(None for _ in columns)
 
     @property
     def rows(self) -> int:
         return len(self._rows)
 
-    def add(self, value: bytes | None, coordinates: tuple[str, int, int] | None = None) -> bool:
-        """Takes the record's row (and, with `carry`, its topic, partition and offset); False (and
-        nothing taken) when the record is not a JSON object of the table's columns. Its values'
-        types are checked by `take`."""
-        found = json_object(value)
-        if found is None or not self._names.issuperset(found):
-            return False
-        get = found.get
-        self._rows.append(tuple([get(n) for n in self._order]))
+    def add(
+        self, value: bytes | None, coordinates: tuple[str, int, int] | None = None, key: bytes | None = None
+    ) -> bool:  # fmt: skip
+        """Takes the record's row (and, with `carry`, its topic, partition and offset; with
+        `key_column`, its key); False (and nothing taken) when the record is not a JSON object of
+        the table's columns, nor a tombstone this table takes. Its values' types are checked by `take`."""
+        if value is None and self._carry and self._key_column is not None:
+            self._rows.append(self._nothing)
+            tombstone = True
+        else:
+            found = json_object(value)
+            if found is None or not self._names.issuperset(found):
+                return False
+            get = found.get
+            self._rows.append(tuple([get(n) for n in self._order]))
+            tombstone = False
         if self._carry:
             assert coordinates is not None
             self._coordinates.append(coordinates)
+            self._tombstones.append(tombstone)
+        if self._key_column is not None:
+            self._keys.append(key)
         return True
 
     def take(self) -> pa.RecordBatch | None:
         """The rows taken since the last call as one Arrow batch (None if there are none); raises
-        `DeclinedValueError` for a value not of its column's type, and Arrow's error for one Arrow refuses."""
+        `DeclinedValueError` for a value not of its column's type, and Arrow's error for one Arrow
+        refuses (a key that is not UTF-8 too)."""
         if not self._rows:
             return None
         rows, self._rows = self._rows, []
         arrays = [_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
         names = list(self._order)
+        if self._key_column is not None:
+            keys, self._keys = self._keys, []
+            # Spark's path casts the key bytes to a string; UTF-8 that does not decode is left to it.
+            arrays[names.index(self._key_column)] = pa.array(keys, pa.binary()).cast(pa.string())
         if self._carry:
             coordinates, self._coordinates = self._coordinates, []
+            tombstones, self._tombstones = self._tombstones, []
             topics, partitions, offsets = zip(*coordinates, strict=True)
-            carried = [pa.array(topics, pa.string()), pa.array(partitions, pa.int32()), pa.array(offsets, pa.int64())]
-            arrays, names = [*carried, *arrays], ["topic", "partition", "offset", *names]
+            carried = [
+                pa.array(topics, pa.string()),
+                pa.array(partitions, pa.int32()),
+                pa.array(offsets, pa.int64()),
+                pa.array(tombstones, pa.bool_()),
+            ]
+            arrays, names = [*carried, *arrays], ["topic", "partition", "offset", TOMBSTONE, *names]
         return pa.RecordBatch.from_arrays(arrays, names=names)

@@ -81,14 +81,22 @@ class JsonDecoder:
             return None
         return shape if all(_flat(f.dataType) for f in shape.fields) else None
 
-    def plain_columns(self, records: DataFrame) -> StructType | None:
+    @property
+    def plain(self) -> bool:
+        """Whether the records are plain JSON, as far as the job has seen: no envelope, no Connect schemas."""
+        return self._envelope is None and not self._connect_seen
+
+    def plain_columns(self, records: DataFrame, nested: bool = False) -> StructType | None:
         """The columns Spark infers from `records` (a sample of a new table's), when they are plain
-        JSON that could be parsed with them in one pass (as `guess` asks of a table's shape)."""
-        if self._envelope is not None or self._connect_seen:
+        JSON that could be parsed with them in one pass (as `guess` asks of a table's shape; with
+        `nested`, structs and arrays of them too: the one-pass decoder's own check)."""
+        if not self.plain:
             return None
         inferred = self._infer(records.where(F.col(self._src.column).isNotNull()))
         if _looks_like_connect(inferred):
             return None
+        if nested:
+            return inferred if inferred.fields else None
         return self.guess(None, inferred, ())
 
     def pending(self, planned: Any) -> Column:

@@ -1,0 +1,229 @@
+"""One table's share of a one-pass task (tasks/one_pass.py): its records decoded (JSON a record at
+a time, Avro a batch at a time), a changelog table's changes gathered and reduced to the last per
+key, partition values computed, and its files written (tasks/files.py).
+
+A table of changes takes its rows with their Kafka coordinates and whether each is a tombstone
+(`TOMBSTONE`, a record without a value keyed by a string record key: a delete of that key). Rows
+whose key or operation Spark's path would refuse make the table declined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icesink.config import WriteMode
+from icesink.model import WrittenFile
+from icesink.schema.partitioning import PartitionField
+from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, key_fingerprints, keys_set, operation_codes
+from icesink.tasks.decode_avro import AvroRows, DirectAvro
+from icesink.tasks.decode_json import TOMBSTONE, DeclinedValueError, DirectColumn, DirectRows
+from icesink.tasks.files import (
+    ROW_GROUP_ROWS,
+    TableFiles,
+    WriteTask,
+)
+from icesink.tasks.last_changes import last_per_key
+from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
+
+# Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
+_CHUNK_ROWS = 8192
+# The direct job's column saying whether an Avro record names its schema in a header.
+NAMED = "__icesink_named_in_header"
+# The Kafka coordinates that order a key's changes after `order_by` (changes.change_order).
+ORDER = ("topic", "partition", "offset")
+# What Arrow raises for a value it does not take (a string with a lone surrogate), and the JSON
+# decoder for a value not of its column's type.
+# A partition value the task cannot compute declines the table too (the driver checked the spec first).
+REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError, UnsupportedPartitionError)
+
+
+DirectDecoder = tuple[DirectColumn, ...] | DirectAvro
+
+
+@dataclass(frozen=True)
+class DirectTable:
+    """One table's part of the direct job; pickled into its tasks."""
+
+    task: WriteTask
+    decoder: DirectDecoder
+    takes: Mapping[tuple[str, int], tuple[int, int]]  # (topic, partition) -> first and last offset it takes
+    takes_all: bool = False  # every record the job reads (then no record is looked at to route it)
+    changes: ChangeSpec | None = None  # an upsert or changelog table: the task writes each key's last change
+    partition_by: tuple[PartitionField, ...] = ()  # the table's current spec: the task computes its values
+    # The column of the record key as a string (`decode.key_format: string`); a table of changes then
+    # takes tombstones too, as deletes of their key.
+    key_column: str | None = None
+
+
+class TableOut:
+    """A task's rows and files of one table."""
+
+    def __init__(self, table: DirectTable, partition_id: int) -> None:
+        self.table = table
+        # JSON: the rows are gathered a record at a time; Avro: decoded a batch at a time.
+        decoder = table.decoder
+        carry = table.changes is not None  # a table of changes orders them by their coordinates
+        self.rows = DirectRows(decoder, carry, table.key_column) if not isinstance(decoder, DirectAvro) else None
+        self.avro = AvroRows(table.decoder, table.task.arrow_schema) if isinstance(table.decoder, DirectAvro) else None
+        self._pid = partition_id
+        self._chunks: list[pa.RecordBatch] = []
+        self._chunk_rows = 0
+        self._files: TableFiles | None = None
+        # A table of changes: every change the task reads (the operation, the order columns, the
+        # table's columns), reduced to each key's last once the task has them all.
+        self._changes: list[pa.Table] = []
+        self.fingerprints: bytes | None = None  # of the keys the task wrote changes for
+
+    def add(self, rows: pa.Table) -> None:
+        self._chunks += rows.to_batches()
+        self._chunk_rows += rows.num_rows
+
+    def add_changes(self, rows: pa.Table) -> bool:
+        """Changes decoded with their Kafka coordinates (`ORDER`) and whether each is a tombstone
+        before the table's columns; False when one would not be applied (no key, an unknown
+        operation): the table is declined."""
+        spec = self.table.changes
+        assert spec is not None
+        coordinates = len(ORDER)  # by position: a table may have a column named offset too
+        values = rows.select(list(range(coordinates + 1, rows.num_columns)))
+        if not keys_set(values, spec.keys):
+            return False
+        tombstones = rows.column(coordinates)
+        raw = values.column(spec.operation_column) if spec.mode is WriteMode.CHANGELOG else None
+        if raw is not None:
+            raw = pc.if_else(tombstones, pa.scalar("d"), raw)  # a tombstone deletes its key
+        codes = operation_codes(raw, rows.num_rows)
+        if codes is None:
+            return False
+        if raw is None:
+            codes = pc.if_else(tombstones, pa.scalar(DELETE), codes)
+        order = [values.column(spec.order_by)] if spec.order_by else []
+        order += [rows.column(i) for i in range(coordinates)]
+        parts = partition_strings(values, self.table.partition_by)
+        arrays = [*parts, codes, *order, *values.columns]
+        names = [
+            *[f"__icesink_part_{i}" for i in range(len(parts))],
+            OP,
+            *[f"__icesink_order_{i}" for i in range(len(order))],
+            *values.column_names,
+        ]
+        self._changes.append(pa.Table.from_arrays(arrays, names=names))
+        return True
+
+    def _write_changes(self) -> None:
+        """Each key's last change among all the task read: its key to the delete file, its row to
+        the data file unless it is a delete (files.py)."""
+        if not self._changes:
+            return
+        rows = pa.concat_tables(self._changes)
+        self._changes = []
+        files = self._files = TableFiles(self.table.task, self._pid)
+        last = last_per_key(rows, files.writer.key_positions, files.writer.order_positions)
+        self.fingerprints = key_fingerprints(last.select(files.writer.key_positions))
+        files.write(last)
+
+    def flush(self, last: bool = False) -> None:
+        """Moves the gathered rows into Arrow, and into a file once a row group's worth (or the
+        task's last rows) are there. Raises pyarrow's error for a value Arrow refuses, and
+        DeclinedValueError for a change that would not be applied."""
+        if self.table.changes is not None:
+            chunk = self.rows.take() if self.rows is not None else None
+            if chunk is not None and not self.add_changes(pa.Table.from_batches([chunk])):
+                raise DeclinedValueError("a change without its key or with an unknown operation")
+            if last:
+                self._write_changes()
+            return
+        chunk = self.rows.take() if self.rows is not None else None
+        if chunk is not None:
+            self._chunks.append(chunk)
+            self._chunk_rows += chunk.num_rows
+        if self._chunks and (last or self._chunk_rows >= ROW_GROUP_ROWS):
+            if self._files is None:
+                self._files = TableFiles(self.table.task, self._pid)
+            rows = pa.Table.from_batches(self._chunks)
+            for i, part in enumerate(partition_strings(rows, self.table.partition_by)):
+                rows = rows.add_column(i, f"__icesink_part_{i}", part)
+            self._files.write(rows)
+            self._chunks, self._chunk_rows = [], 0
+
+    @property
+    def due(self) -> bool:
+        """Whether enough rows are gathered to flush (JSON: a chunk; Avro, already in Arrow: a row group)."""
+        if self.rows is not None:
+            return self.rows.rows >= _CHUNK_ROWS
+        # Avro changes are written once the task has every change (`_write_changes`).
+        return self.table.changes is None and self._chunk_rows >= ROW_GROUP_ROWS
+
+    def close(self) -> list[WrittenFile]:
+        return self._files.close() if self._files is not None else []
+
+
+def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
+    """The table's rows of `batch`'s records (None when one is declined): for a table of changes,
+    after their coordinates and whether each is a tombstone (`TOMBSTONE`); with a key column, the
+    record key in it."""
+    table, avro = out.table, out.avro
+    assert avro is not None
+    values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
+    carried = [*ORDER] if table.changes is not None else []
+    carried += ["key"] if table.key_column is not None else []
+    carry = pa.Table.from_batches([batch.select(carried)]) if carried else None
+    tombstones = None
+    if table.changes is not None and table.key_column is not None and values.null_count:
+        assert carry is not None
+        dead, kept = pc.is_null(values), pc.is_valid(values)
+        tombstones = carry.filter(dead)
+        values, carry = values.filter(kept), carry.filter(kept)
+        named = named.filter(kept) if named is not None else None
+    rows = avro.decode(values, named, carry)
+    if rows is None:
+        return None
+    if table.changes is not None:
+        flags = pa.array([False] * rows.num_rows, pa.bool_())
+        rows = rows.add_column(len(ORDER), TOMBSTONE, flags)
+        if tombstones is not None:
+            rows = pa.concat_tables([rows, _tombstone_rows(tombstones, table.task.arrow_schema)])
+    return _with_record_key(rows, table.key_column, len(carried)) if table.key_column is not None else rows
+
+
+def _tombstone_rows(carried: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows of tombstones (their coordinates and key carried): the coordinates, TOMBSTONE set, the
+    key, and every column of the table null (the key column is set from the key after)."""
+    n = carried.num_rows
+    arrays = [*carried.columns[: len(ORDER)], pa.array([True] * n, pa.bool_()), carried.column("key")]
+    names = [*ORDER, TOMBSTONE, "key"]
+    return pa.Table.from_arrays([*arrays, *[pa.nulls(n, f.type) for f in schema]], names=[*names, *schema.names])
+
+
+def _with_record_key(rows: pa.Table, column: str, carried: int) -> pa.Table:
+    """`rows` with the carried record key (the `carried` leading columns' last; after the
+    coordinates and TOMBSTONE for a table of changes) as the string in `column`, and dropped from
+    the carried columns. A key that is not UTF-8 raises Arrow's error (the table is declined)."""
+    names = rows.column_names
+    at = names.index("key")
+    keys = rows.column(at).cast(pa.string())
+    rows = rows.remove_column(at)
+    return rows.set_column(rows.column_names.index(column, carried - 1), column, keys)
+
+
+def finish(out: TableOut) -> list[WrittenFile] | None:
+    """The table's files, its last rows written; None when Arrow refused one of its values (the
+    table is declined, its files never committed)."""
+    try:
+        out.flush(last=True)
+    except REFUSED:
+        out.close()
+        return None
+    return out.close()
+
+
+def flush_or_decline(outs: dict[int, TableOut], i: int, decline: Any, last: bool = False) -> None:
+    try:
+        outs[i].flush(last)
+    except REFUSED:
+        decline(i)
