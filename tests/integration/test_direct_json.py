@@ -153,18 +153,25 @@ def test_nested_json_takes_the_one_pass_job_for_a_new_table_and_after(
         job.run()
         return seen
 
+    def by_id(table: str) -> dict[int, dict[str, Any]]:
+        """Each row, nested values as dicts and lists (a struct's None does not sort against a string)."""
+        spark.sql(f"REFRESH TABLE {table}")
+        found = [r.asDict(recursive=True) for r in spark.table(table).collect()]
+        assert len(found) == len({r["id"] for r in found}), "each record once"
+        return {r["id"]: r for r in found}
+
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_clicks" for side in sides}
     for batch in range(3):
         timings = {side: run(side) for side in sides}
         one_pass = [("direct" in t.steps, "decode" in t.steps or "write" in t.steps) for t in timings["direct"]]
         if batch < 2:
             assert one_pass == [(True, False)], f"batch {batch}: the one-pass job alone"
-        if batch == 1:
-            assert timings["direct"][0].spark_jobs == 1, "one Spark job reads, decodes and writes the batch"
         else:
             assert one_pass == [(True, True)], "declined, then Spark's decoder"
+        if batch == 1:
+            assert timings["direct"][0].spark_jobs == 1, "one Spark job reads, decodes and writes the batch"
         assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
-        assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
+        assert by_id(tables["direct"]) == by_id(tables["spark"])
         assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
         produce(topic, [event(i) for i in range(100 * (batch + 1), 100 * (batch + 2))])
         if batch == 1:

@@ -89,7 +89,7 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
 def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
     plan, _, planned = item
     config = ctx.config
-    # Keys decoded by a decoder (Avro, JSON) take Spark's path; string keys are the tasks' (`_keyed`).
+    # Keys decoded by a decoder (Avro, JSON) take Spark's path; string keys are the tasks' (`_record_key`).
     if ctx.key_decoder is not None or config.decode.key_format not in (KeyFormat.NONE, KeyFormat.STRING):
         return None
     if planned.keys is not None or plan.table not in targets.topic_routed:
@@ -194,8 +194,11 @@ def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
         schema = _with_key_column(ctx, schema)
     if schema is None or not _keyed_table_fits(ctx, schema):
         return None
-    found = direct_avro(writers, schema)
-    return DirectItem(item, found, schema, key_column=_record_key(ctx)) if found is not None else None
+    # The writer schemas fill the table's columns but the key column, which the tasks fill with
+    # the record key (a required column when it is the table's key).
+    key_column = _record_key(ctx)
+    found = direct_avro(writers, StructType([f for f in schema.fields if f.name != key_column]))
+    return DirectItem(item, found, schema, key_column=key_column) if found is not None else None
 
 
 def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:
