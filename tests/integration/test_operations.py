@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import signal
@@ -20,12 +21,13 @@ from pyspark.sql import SparkSession
 from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.endpoints import KAFKA, REPO
 from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
-from dev.kit.scenario import Scenario
+from dev.kit.scenario import CATALOG, Scenario
 from icesink.config import S3Config
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
-from icesink.model import TopicPartition
+from icesink.model import TableRef, TopicPartition
 from icesink.ops import checkpoints
+from icesink.ops.maintain import MaintenanceResult, maintain_table
 from icesink.runtime import faults
 from tests.support.cli import run_cli
 from tests.support.spark import snapshots, table_exists, table_offsets
@@ -311,9 +313,7 @@ def live_delete_files(spark: SparkSession, table: str) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("partition_by", [[], ["bucket(3, id)"]], ids=["unpartitioned", "bucket"])
-def test_maintain_leaves_no_dangling_deletes(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path, partition_by: list[str]
-) -> None:
+def test_maintain_leaves_no_dangling_deletes(spark: SparkSession, scenario: Scenario, partition_by: list[str]) -> None:
     """A changelog table gets an equality-delete file per batch (per partition); after `maintain`
     none is live (each was older than every row, so none could apply), the rows and offsets are as
     before, and a second run finds nothing to remove. (Iceberg's own removal skips unpartitioned
@@ -328,13 +328,16 @@ def test_maintain_leaves_no_dangling_deletes(
     before = live_delete_files(spark, table)
     assert before >= 6, "a delete file per batch"
     offsets = table_offsets(spark, table)
-    config = scenario.write_config(tmp_path / "job.yaml", **overrides)
-    name = f"{scenario.namespace}.{scenario.prefix}_accounts"
+    ref = TableRef(scenario.namespace, f"{scenario.prefix}_accounts")
 
-    first = {r["table"]: r for r in as_json(cli("maintain", "-c", str(config), "--json"))}[name]
-    assert first["rewritten_data_files"] > 0
-    assert 0 < first["removed_delete_files"] <= before, first
-    assert first["live_delete_files"] == 0
+    # In the test's session (the CLI's own run of it is test_maintain_rewrites_the_manifests_the_appends_add).
+    def maintain() -> MaintenanceResult:
+        return maintain_table(spark, CATALOG, ref, dt.timedelta(days=3), dt.timedelta(days=1))
+
+    first = maintain()
+    assert first.rewritten_data_files > 0
+    assert 0 < first.removed_delete_files <= before, first
+    assert first.live_delete_files == 0
     assert live_delete_files(spark, table) == 0, "no dangling delete file stays live"
     assert "dangling-deletes" in {s["summary"].get("icesink.maintenance") for s in snapshots(spark, table)}
     state, rows = table_state(spark, table)
@@ -342,6 +345,5 @@ def test_maintain_leaves_no_dangling_deletes(
     assert state == oracle(changes), "the rows are as before"
     assert table_offsets(spark, table) == offsets == end_offsets(topic), "the offsets survive"
 
-    again = {r["table"]: r for r in as_json(cli("maintain", "-c", str(config), "--json"))}[name]
-    assert again["removed_delete_files"] == 0
+    assert maintain().removed_delete_files == 0
     assert live_delete_files(spark, table) == 0
