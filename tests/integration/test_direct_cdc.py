@@ -72,6 +72,26 @@ def run_job(spark: SparkSession, scenario: Scenario, **overrides: Any) -> list[B
     return seen
 
 
+def both_sides_equal(
+    spark: SparkSession, timings: dict[str, list[BatchTimings]], tables: dict[str, str], expected: dict[int, int],
+    topic: str,
+) -> None:  # fmt: skip
+    """Three batches of changes written in one pass (side direct) and through Spark's path (side
+    spark): every direct batch took the one-pass job, no spark one did; both tables equal the
+    oracle, hold the topic's end offsets, and equal each other row for row, in schema and in the
+    partition each row is filed in."""
+    assert ["direct" in t.steps for t in timings["direct"]] == [True] * 3, "every batch in one pass, batch 0 too"
+    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 3
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state), "no key twice"
+        assert state == expected
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"]), "filed as Spark's path does"
+
+
 @pytest.mark.parametrize(
     "partition_by",
     [pytest.param([], id="unpartitioned"), pytest.param(["bucket(4, id)"], id="bucket", marks=pytest.mark.trino)],
@@ -99,18 +119,8 @@ def test_one_pass_changes_match_sparks_path_across_batches_and_a_replay(
             },
         )
 
-    timings = {side: run(side) for side in sides}
-    assert ["direct" in t.steps for t in timings["direct"]] == [True] * 3, "every batch in one pass, batch 0 too"
-    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 3
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_accounts" for side in sides}
-    for table in tables.values():
-        state, count = table_state(spark, table)
-        assert count == len(state), "no key twice"
-        assert state == oracle(changes)
-        assert table_offsets(spark, table) == end_offsets(topic)
-    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
-    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
-    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"]), "filed as Spark's path does"
+    both_sides_equal(spark, {side: run(side) for side in sides}, tables, oracle(changes), topic)
     if partition_by:
         assert len({p for _, p in partitions(spark, tables["direct"])}) == 4
         deletes = spark.sql(
@@ -175,18 +185,8 @@ def test_json_changes_in_one_pass_match_sparks_path_and_a_replay(
         job.run()
         return seen
 
-    timings = {side: run(side) for side in sides}
-    assert ["direct" in t.steps for t in timings["direct"]] == [True] * 3, "every batch in one pass, batch 0 too"
-    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 3
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_wallets" for side in sides}
-    for table in tables.values():
-        state, count = table_state(spark, table)
-        assert count == len(state), "no key twice"
-        assert state == oracle(changes)
-        assert table_offsets(spark, table) == end_offsets(topic)
-    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
-    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
-    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"])
+    both_sides_equal(spark, {side: run(side) for side in sides}, tables, oracle(changes), topic)
     assert {s["operation"] for s in snapshots(spark, tables["direct"])} == {"overwrite"}, "RowDelta commits"
 
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(600, 300, 3, seed=32)]
