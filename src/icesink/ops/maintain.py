@@ -77,8 +77,8 @@ def maintain_table(
     ident = name  # catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first
     options = (
         "map('delete-file-threshold', '1', 'min-input-files', '2', "
-        # Dangling deletes are removed by `dangling`, for every table: Iceberg's removal skips
-        # unpartitioned ones, and its count is the sum of both.
+        # Dangling deletes are removed after this, by iceberg/dangling.py for every table (Iceberg's
+        # own removal skips unpartitioned ones): one removal, one count.
         "'remove-dangling-deletes', 'false', 'partial-progress.enabled', 'false')"
     )
     rewrite, attempt = _retried(
