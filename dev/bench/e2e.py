@@ -12,6 +12,8 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   icesink-avro-days      icesink-avro into a table partitioned by days(ts)
   icesink-cdc-bucket     icesink-cdc into a table partitioned by bucket(16, id) (keys from the value)
   icesink-json-upsert    icesink-json into an upsert table keyed by id
+  icesink-debezium       the CDC stream as Debezium's Avro change events (record keys, envelopes,
+                         a tombstone after each delete) into a changelog table by bucket(16, id)
   seed000                a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None)
                          per row, appended each batch with Spark's Iceberg writer
                          (foreachBatch + writeTo().append())

@@ -165,6 +165,7 @@ RATIOS = (
     ("icesink-avro-days", "icesink-avro", "partitioned_vs_avro"),
     ("icesink-cdc-bucket", "icesink-avro", "partitioned_cdc_vs_avro"),
     ("icesink-json-upsert", "icesink-avro", "json_upsert_vs_avro"),
+    ("icesink-debezium", "icesink-avro", "debezium_vs_avro"),
     ("icesink-avro", "seed000", None),
 )
 
@@ -187,6 +188,7 @@ LABELS = {
     "icesink-avro-days": "icesink, Avro, append, days(ts)",
     "icesink-cdc-bucket": "icesink, Avro, changelog, bucket(16, id)",
     "icesink-json-upsert": "icesink, JSON, upsert by id",
+    "icesink-debezium": "icesink, Debezium Avro (keys, tombstones), changelog, bucket(16, id)",
     "seed000": "pandas_udf + AvroDeserializer, Iceberg append",
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",
@@ -240,6 +242,7 @@ def shape_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
         ("Partitioned append: icesink-avro-days / icesink-avro", "icesink-avro-days", "partitioned_vs_avro"),
         ("Partitioned CDC: icesink-cdc-bucket / icesink-avro", "icesink-cdc-bucket", "partitioned_cdc_vs_avro"),
         ("JSON upsert: icesink-json-upsert / icesink-avro", "icesink-json-upsert", "json_upsert_vs_avro"),
+        ("Debezium CDC: icesink-debezium / icesink-avro", "icesink-debezium", "debezium_vs_avro"),
     ]
     return [
         ratio_verdict(name, thr, part, "icesink-avro", t.get(key, 0.0)) for name, part, key in shapes if part in thr
@@ -374,7 +377,7 @@ def verdict_table(report: dict[str, Any]) -> list[str]:
 
 
 def value_sizes(r: dict[str, Any]) -> str:
-    names = {"avro": "Avro", "json": "JSON", "cdc": "CDC"}
+    names = {"avro": "Avro", "json": "JSON", "cdc": "CDC", "debezium": "Debezium CDC"}
     sizes = [f"{names.get(v, v)} ~{b:.0f} bytes" for v, b in r["value_bytes"].items() if b]
     return ", ".join(sizes) or "no topic pre-loaded"
 

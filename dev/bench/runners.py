@@ -48,6 +48,9 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         raw["decode"]["registry"] = {"url": REGISTRY_URL}
     if variant == "cdc":
         raw["tables"].update({"mode": "changelog", "key_columns": ["id"]})
+    if variant == "debezium":  # keyed by the Avro record key's fields, as Debezium's users run it
+        raw["decode"].update({"envelope": "debezium", "key_format": "avro", "source_columns": ["ts_ms", "lsn"]})
+        raw["tables"].update({"mode": "changelog"})
     raw["tables"].update(extra.pop("tables", {}))
     return parse_config(raw, environ={})
 

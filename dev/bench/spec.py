@@ -14,12 +14,12 @@ from typing import Any, Literal
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
     "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket",
-    "icesink-json-upsert", "seed000", "builtin", "builtin-json", "noop",
+    "icesink-json-upsert", "icesink-debezium", "seed000", "builtin", "builtin-json", "noop",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 
 Kind = Literal["icesink", "seed000", "builtin", "noop", "freshness", "builtin-freshness", "small"]
-Variant = Literal["avro", "json", "cdc"]
+Variant = Literal["avro", "json", "cdc", "debezium"]
 
 # part -> (how it runs, which topic it reads)
 CATCH_UP: dict[str, tuple[Kind, Variant]] = {
@@ -29,6 +29,7 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-avro-days": ("icesink", "avro"),
     "icesink-cdc-bucket": ("icesink", "cdc"),
     "icesink-json-upsert": ("icesink", "json"),
+    "icesink-debezium": ("icesink", "debezium"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
@@ -40,6 +41,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "icesink-avro-days": {"partition_by": ["days(ts)"]},
     "icesink-cdc-bucket": {"partition_by": ["bucket(16, id)"]},
     "icesink-json-upsert": {"mode": "upsert", "key_columns": ["id"]},
+    "icesink-debezium": {"partition_by": ["bucket(16, id)"]},
 }
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's
@@ -72,6 +74,7 @@ class Targets:
     partitioned_vs_avro: float = 0.85  # icesink-avro-days / icesink-avro records/s (issue 36)
     partitioned_cdc_vs_avro: float = 0.7  # icesink-cdc-bucket / icesink-avro records/s (issue 36)
     json_upsert_vs_avro: float = 0.7  # icesink-json-upsert / icesink-avro records/s (issue 36)
+    debezium_vs_avro: float = 0.7  # icesink-debezium / icesink-avro records/s (issue 36)
     bytes_per_record_vs_builtin: float = 1.0  # icesink-avro's data-file bytes per record / builtin's
     freshness_interval_s: int = 1  # the freshness targets' trigger
     freshness_rate: int = 5_000  # and input records/s
@@ -112,6 +115,7 @@ class RunSpec:
         out: list[Variant] = ["avro"]
         out += ["json"] if {"icesink-json", "builtin-json", "icesink-json-upsert"} & set(self.parts) else []
         out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
+        out += ["debezium"] if "icesink-debezium" in self.parts else []
         return out
 
 

@@ -1,5 +1,6 @@
 """The benchmark's input: one ~200-byte event (18 fields with logical types) as Confluent-wire-format
-Avro, as JSON, and as a keyed CDC stream, produced to fresh topics (2 partitions)."""
+Avro, as JSON, as a keyed CDC stream, and as that stream's Debezium change events (Avro keys and
+envelopes, tombstones), produced to fresh topics (2 partitions)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,43 @@ CDC_SCHEMA: dict[str, Any] = {
     "name": "Change",
     "fields": [*SCHEMA["fields"], {"name": "op", "type": "string"}],
 }
+# Debezium's Avro converter, its defaults: the row as the envelope's before/after, the source
+# block, op and ts_ms; the key an Avro record of the primary key.
+DEBEZIUM_ENVELOPE: dict[str, Any] = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "bench.public.events",
+    "fields": [
+        {"name": "before", "type": ["null", {**SCHEMA, "name": "Value", "namespace": "bench.public.events"}]},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "namespace": "io.debezium.connector.postgresql",
+                "fields": [
+                    {"name": "version", "type": "string"},
+                    {"name": "connector", "type": "string"},
+                    {"name": "ts_ms", "type": "long"},
+                    {"name": "db", "type": "string"},
+                    {"name": "table", "type": "string"},
+                    {"name": "txId", "type": ["null", "long"], "default": None},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+}
+DEBEZIUM_KEY: dict[str, Any] = {
+    "type": "record",
+    "name": "Key",
+    "namespace": "bench.public.events",
+    "fields": [{"name": "id", "type": "long"}],
+}
+DEBEZIUM_OPS = {"I": "c", "U": "u", "D": "d"}
 BASE = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
 
 # The JSON records' fields (`as_json`), with the types Spark infers from them, which icesink's
@@ -81,14 +119,17 @@ class AvroWriter:
     """Confluent wire format: registers the schema under {topic}-value through confluent-kafka's
     AvroSerializer once, then frames fastavro bodies with its id (the same bytes, faster)."""
 
-    def __init__(self, topic: str, schema: dict[str, Any]) -> None:
+    def __init__(
+        self, topic: str, schema: dict[str, Any], sample: dict[str, Any] | None = None, key: bool = False
+    ) -> None:
         import fastavro
         from confluent_kafka.schema_registry.avro import AvroSerializer
         from confluent_kafka.serialization import MessageField, SerializationContext
 
         ser = AvroSerializer(registry_client(), json.dumps(schema), conf=SERDE_CONF)
-        sample = event(0) if schema is SCHEMA else {**event(0), "op": "I"}
-        first = ser(sample, SerializationContext(topic, MessageField.VALUE))
+        if sample is None:
+            sample = event(0) if schema is SCHEMA else {**event(0), "op": "I"}
+        first = ser(sample, SerializationContext(topic, MessageField.KEY if key else MessageField.VALUE))
         assert first is not None
         self.header = first[:5]
         self.schema_id = int.from_bytes(first[1:5], "big")
@@ -117,7 +158,7 @@ def producer(linger_ms: int = 50) -> Any:
     )
 
 
-def send(p: Any, topic: str, value: bytes, key: bytes | None, partition: int) -> None:
+def send(p: Any, topic: str, value: bytes | None, key: bytes | None, partition: int) -> None:
     while True:
         try:
             p.produce(topic, value=value, key=key, partition=partition)
@@ -144,10 +185,40 @@ def cdc_changes(n: int, seed: int) -> list[tuple[int, str]]:
     return out
 
 
+def debezium_event(i: int, key: int, op: str) -> dict[str, Any]:
+    """A Debezium change event of the benchmark's row: a delete carries the row as before."""
+    row = event(i, key)
+    source = {
+        "version": "3.6.1.Final", "connector": "postgresql", "ts_ms": 1_700_000_000_000 + i, "db": "bench",
+        "table": "events", "txId": i // 4, "lsn": 1_000 + i,
+    }  # fmt: skip
+    before, after = (row, None) if op == "D" else (None, row)
+    return {"before": before, "after": after, "source": source, "op": DEBEZIUM_OPS[op], "ts_ms": i}
+
+
+def load_debezium(p: Any, topic: str, n: int) -> float:
+    """The CDC stream as Debezium writes it with its defaults (Avro keys and envelopes, a tombstone
+    after each delete); returns the mean value size."""
+    values = AvroWriter(topic, DEBEZIUM_ENVELOPE, debezium_event(0, 0, "I"))
+    keys = AvroWriter(topic, DEBEZIUM_KEY, {"id": 0}, key=True)
+    size = 0
+    for i, (key, op) in enumerate(cdc_changes(n, seed=7)):
+        v, k = values(debezium_event(i, key, op)), keys({"id": key})
+        size += len(v)
+        send(p, topic, v, k, key % 2)
+        if op == "D":
+            send(p, topic, None, k, key % 2)
+    return size / max(n, 1)
+
+
 def load(topic: str, variant: str, n: int, first: int = 0) -> float:
     """Produces records first..first+n of a variant; returns the mean value size."""
     p = producer()
     size = 0
+    if variant == "debezium":
+        mean = load_debezium(p, topic, n)
+        assert p.flush(120) == 0, f"records to {topic} not delivered"
+        return mean
     if variant == "cdc":
         writer = AvroWriter(topic, CDC_SCHEMA)
         for i, (key, op) in enumerate(cdc_changes(n, seed=7)):

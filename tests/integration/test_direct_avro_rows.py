@@ -18,8 +18,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
+from icesink.batch.direct_avro import direct_avro, writer_struct
 from icesink.kafka import wire
-from icesink.tasks.decode_avro import AvroRows, direct_avro, writer_struct
+from icesink.tasks.decode_avro import AvroRows
 from tests.support.frames import kafka_records
 
 SCHEMA: dict[str, Any] = {

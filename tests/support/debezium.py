@@ -25,6 +25,10 @@ from urllib.parse import unquote, urlparse
 import psycopg
 import requests
 
+from dev.kit.changes import Change
+from dev.kit.scenario import Scenario
+from tests.support.values import avro_config, avro_keys, avro_values
+
 # ---------------------------------------------------------------- change events, as Connect's JSON
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
@@ -83,6 +87,182 @@ def change(
 ) -> bytes:
     source = {"ts_ms": 1_700_000_000_000 + lsn, "db": "shop", "lsn": lsn}
     return wrapped(schema, {"before": before, "after": after, "source": source, "op": op, "ts_ms": lsn})
+
+
+# ---------------------------------------------------------------- change events, as Debezium's Avro converter writes
+
+
+def _semantic(avro: str, name: str) -> list[Any]:
+    return ["null", {"type": avro, "connect.version": 1, "connect.name": name}]
+
+
+AVRO_ROW: dict[str, Any] = {
+    "type": "record",
+    "name": "Value",
+    "namespace": "shop.public.accounts",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "v", "type": "long"},
+        {"name": "name", "type": ["null", "string"], "default": None},
+        {"name": "seen", "type": _semantic("long", "io.debezium.time.MicroTimestamp"), "default": None},
+        {"name": "born", "type": _semantic("int", "io.debezium.time.Date"), "default": None},
+        {"name": "updated", "type": _semantic("string", "io.debezium.time.ZonedTimestamp"), "default": None},
+        {
+            "name": "balance",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "VariableScaleDecimal",
+                    "namespace": "io.debezium.data",
+                    "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+                    "connect.doc": "Variable scaled decimal",
+                    "connect.version": 1,
+                    "connect.name": "io.debezium.data.VariableScaleDecimal",
+                },
+            ],
+            "default": None,
+        },
+        {
+            "name": "price",
+            "type": [
+                "null",
+                {
+                    "type": "bytes",
+                    "scale": 2,
+                    "precision": 10,
+                    "connect.version": 1,
+                    "connect.parameters": {"scale": "2", "connect.decimal.precision": "10"},
+                    "connect.name": DECIMAL,
+                    "logicalType": "decimal",
+                },
+            ],
+            "default": None,
+        },
+    ],
+    "connect.name": "shop.public.accounts.Value",
+}
+AVRO_ENVELOPE: dict[str, Any] = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "shop.public.accounts",
+    "fields": [
+        {"name": "before", "type": ["null", AVRO_ROW], "default": None},
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "namespace": "io.debezium.connector.postgresql",
+                "fields": [
+                    {"name": "version", "type": "string"},
+                    {"name": "connector", "type": "string"},
+                    {"name": "ts_ms", "type": "long"},
+                    {"name": "snapshot", "type": ["null", {"type": "string", "connect.name": "io.debezium.data.Enum"}]},
+                    {"name": "db", "type": "string"},
+                    {"name": "sequence", "type": ["null", "string"], "default": None},
+                    {"name": "table", "type": "string"},
+                    {"name": "txId", "type": ["null", "long"], "default": None},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                    {"name": "xmin", "type": ["null", "long"], "default": None},
+                ],
+            },
+        },
+        {
+            "name": "transaction",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "block",
+                    "namespace": "event",
+                    "fields": [
+                        {"name": "id", "type": "string"},
+                        {"name": "total_order", "type": "long"},
+                        {"name": "data_collection_order", "type": "long"},
+                    ],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+    ],
+    "connect.version": 2,
+    "connect.name": "shop.public.accounts.Envelope",
+}
+AVRO_OPS = {"I": "c", "U": "u", "D": "d"}
+
+
+def variable_decimal(text: str) -> dict[str, Any]:
+    """Debezium's VariableScaleDecimal: the scale and the unscaled value's two's-complement bytes."""
+    d = Decimal(text)
+    scale = -int(d.as_tuple().exponent)
+    unscaled = int(d.scaleb(scale))
+    return {"scale": scale, "value": unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)}
+
+
+def avro_row(key: int, seq: int) -> dict[str, Any]:
+    """A row image of AVRO_ROW: every semantic type set, some of them null now and then."""
+    return {
+        "id": key, "v": seq, "name": f"k{key}-{seq}" if seq % 7 else None,
+        "seen": 1_700_000_000_000_000 + seq * 1_001, "born": seq % 20_000 - 5_000 if seq % 5 else None,
+        "updated": f"2024-01-02T03:04:{seq % 60:02d}.{seq % 1000:03d}+02:00" if seq % 3 else None,
+        "balance": variable_decimal(f"{seq}.{seq % 97:02d}") if seq % 4 else None,
+        "price": Decimal(f"{seq % 10_000}.{seq % 100:02d}"),
+    }  # fmt: skip
+
+
+def avro_event(op: str, key: int, seq: int, lsn: int) -> dict[str, Any]:
+    """A Debezium change event of `op` (I, U, D) for `key`: a delete carries the key's row as before."""
+    image = avro_row(key, seq)
+    source = {
+        "version": "3.6.1.Final", "connector": "postgresql", "ts_ms": 1_700_000_000_000 + lsn, "snapshot": "false",
+        "db": "shop", "sequence": f'["{lsn - 1}","{lsn}"]', "table": "accounts", "txId": lsn // 3, "lsn": lsn,
+        "xmin": None,
+    }  # fmt: skip
+    before, after = (image, None) if op == "D" else (None, image)
+    return {"before": before, "after": after, "source": source, "transaction": None, "op": AVRO_OPS[op], "ts_ms": lsn}
+
+
+AVRO_KEY: dict[str, Any] = {
+    "type": "record",
+    "name": "Key",
+    "namespace": "shop.public.accounts",
+    "fields": [{"name": "id", "type": "long"}],
+    "connect.name": "shop.public.accounts.Key",
+}
+
+
+def debezium_changes(topic: str, changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
+    """(key, value, partition) of each change as Debezium writes it in Avro with its defaults: the
+    key an Avro record of the id, a delete carrying its row as before; a T (a delete Debezium
+    follows with a tombstone, `tombstones.on.delete`) both the delete and the tombstone."""
+    events = [avro_event("D" if c.op == "T" else c.op, c.key, c.seq, c.seq + 1) for c in changes]
+    values = avro_values(topic, AVRO_ENVELOPE, events)
+    keys = avro_keys(topic, AVRO_KEY, [{"id": c.key} for c in changes])
+    out: list[tuple[bytes | None, bytes | None, int]] = []
+    for c, key, value in zip(changes, keys, values, strict=True):
+        out.append((key, value, c.partition))
+        if c.op == "T":
+            out.append((key, None, c.partition))
+    return out
+
+
+def debezium_config(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
+    """A changelog table of Debezium events in Avro, keyed by the Avro record key's fields."""
+    return avro_config(
+        scenario,
+        **{
+            "decode.envelope": "debezium",
+            "decode.key_format": "avro",
+            "decode.source_columns": ["ts_ms", "lsn"],
+            "tables.mode": "changelog",
+            "tables.partition_by": ["bucket(4, id)"],
+            **overrides,
+        },
+    )
 
 
 # ---------------------------------------------------------------- the stack's PostgreSQL and Kafka Connect

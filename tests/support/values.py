@@ -26,6 +26,13 @@ def avro_values(topic: str, schema: dict[str, Any], items: list[dict[str, Any]])
     return [ser(item, ctx) for item in items]
 
 
+def avro_keys(topic: str, schema: dict[str, Any], items: list[dict[str, Any]]) -> list[bytes]:
+    """Confluent-framed Avro keys of `items`, the schema registered as {topic}-key."""
+    ser = serializer(schema)
+    ctx = SerializationContext(topic, MessageField.KEY)
+    return [ser(item, ctx) for item in items]
+
+
 def avro_config(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
     return {"decode.format": "avro", "decode.registry": {"url": REGISTRY_URL}, **overrides}
 

@@ -1,5 +1,6 @@
 """The one-pass Avro decoder's pure parts: which writer schemas and tables it takes, the rows it
-makes, and every kind of record it must decline rather than misread (tasks/decode_avro.py)."""
+makes, and every kind of record it must decline rather than misread (batch/direct_avro.py,
+tasks/decode_avro.py)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,9 @@ from pyiceberg.types import (
 )
 from pyspark.sql import types as T
 
+from icesink.batch.direct_avro import avro_type, direct_avro, writer_struct
 from icesink.kafka import wire
-from icesink.tasks.decode_avro import AvroRows, DirectAvro, direct_avro, spark_type, writer_struct
+from icesink.tasks.decode_avro import AvroRows, DirectAvro
 
 V1: dict[str, Any] = {
     "type": "record",
@@ -140,7 +142,8 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
     "avro",
     [
         {"type": "enum", "name": "E", "symbols": ["A"]},
-        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "long"}]},
+        {"type": "record", "name": "R", "fields": [{"name": "a", "type": "array"}]},
+        {"type": "record", "name": "R", "fields": []},
         {"type": "array", "items": "long"},
         {"type": "map", "values": "long"},
         {"type": "fixed", "name": "F", "size": 4},
@@ -154,13 +157,18 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
         {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5},
         {"type": "bytes", "logicalType": "decimal", "scale": 2},
         {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 10, "scale": 2},
-        {"type": "long", "connect.name": "io.debezium.time.Timestamp"},
-        {"type": "int", "connect.type": "int16"},
-        {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2, "connect.parameters": {"scale": "2"}},
+        {"type": "int", "connect.name": "io.debezium.time.Timestamp"},
+        {"type": "long", "connect.name": "io.debezium.time.Timestamp", "logicalType": "timestamp-millis"},
+        {
+            "type": "record",
+            "name": "V",
+            "fields": [{"name": "scale", "type": "long"}, {"name": "value", "type": "bytes"}],
+            "connect.name": "io.debezium.data.VariableScaleDecimal",
+        },
     ],
 )
 def test_types_it_leaves_to_spark(avro: Any) -> None:
-    assert spark_type(avro) is None
+    assert avro_type(avro) is None
     schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "a", "type": avro}]}
     assert writer_struct(json.dumps(schema)) is None
 

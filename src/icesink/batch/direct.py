@@ -132,6 +132,9 @@ def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[Wr
         # batch plans with them all, as the registry's latest would be planned otherwise).
         frames = [w.frame for w in d.decoder.writers]
         ctx.seen.learn("value", {topic: frames for topic in plan.topics})
+    if d.key is not None and d.key.decoder is not None:
+        frames = [w.frame for w in d.key.decoder.writers]
+        ctx.seen.learn("key", {topic: frames for topic in plan.topics})
     return Written(work, files, bad=0, pending=0, refs=[])
 
 
@@ -194,8 +197,9 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
         return "the table as created does not fit the files written for it"
     if d.changes is not None:
         return (
-            "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
-            "value out of range, no key, an operation not I, U or D)"
+            "a record the one-pass Avro decoder does not take (another schema id, a body or record key that does not "
+            "decode, a value out of range, no key, an operation not I, U or D, a change event without its row or "
+            "with an op not c, r, u or d)"
         )
     if isinstance(d.decoder, DirectAvro):
         return (
@@ -244,9 +248,10 @@ def _direct_table(
     )
     mine = own_ranges(plan, targets.ranges[plan.table])
     takes = {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine}
+    key = d.key
     return DirectTable(
         task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes, partition_by=fields,
-        key_column=d.key_column,
+        key_column=key.column if key is not None else None, key_decoder=key.decoder if key is not None else None,
     )  # fmt: skip
 
 

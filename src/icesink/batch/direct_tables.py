@@ -1,19 +1,19 @@
 """Which tables the one-pass job (batch/direct.py) takes in a batch, and with which decoder: a
 table whose records its tasks decode exactly as Spark's path would, or none.
 
-Values of no envelope, no Connect schemas and no key decoded as Avro or JSON (a string key,
-`decode.key_format: string`, the tasks put into the key column, and a table of changes then takes
-tombstones as deletes of their key: `_record_key`), routed by topic into a table partitioned or
-not (its tasks compute the partition values of its current spec, tasks/partition_values.py): an
-append, upsert or changelog table (`_change_spec`: each task reads whole topic-partitions and
-writes each key's last change of them, and the driver checks that no key was written by two tasks,
-tasks/change_rows.py). JSON: a table whose columns are all longs, doubles, strings, booleans,
-structs of those at any depth, or arrays of either, nullable but for the key columns
-(`decode.direct_json`; a table of nested columns, which Spark's path does not guess, by its own
-columns); for a table that does not exist yet, the columns Spark infers from a sample of the batch
-(`_new_json_schema`). Avro: writer schemas (those the topics carried last time, or the registry's
-latest) whose fields are all columns of the table with the same type (`decode.direct_avro`); for a
-table that does not exist yet, the columns of those writer schemas, as Spark's path would create it.
+Tables routed by topic, partitioned or not (the tasks compute the partition values of the table's
+current spec, tasks/partition_values.py), append, upsert or changelog (`_change_spec`: each task
+reads whole topic-partitions and writes each key's last change of them, and the driver checks that
+no key was written by two tasks, tasks/change_rows.py), with no record key column, or one the
+tasks fill (batch/direct_keys.py: a string key, or an Avro record key for Avro values; a table of
+changes then takes tombstones as deletes of their key). JSON: values of no envelope and no Connect
+schemas, into a table whose columns are all longs, doubles, strings, booleans, structs of those at
+any depth, or arrays of either, nullable but for the key columns (`decode.direct_json`; a table of
+nested columns, which Spark's path does not guess, by its own columns); for a table that does not
+exist yet, the columns Spark infers from a sample of the batch (`_new_json_schema`). Avro: writer
+schemas (those the topics carried last time, or the registry's latest) of records, or of Debezium
+envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`); for a
+table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
 """
 
 from __future__ import annotations
@@ -22,24 +22,25 @@ import logging
 from dataclasses import dataclass, replace
 
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructType
 
 from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.records import change_spec
+from icesink.batch.direct_avro import direct_avro, row_struct
+from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import Planned, partition_fields
 from icesink.batch.write import CHANGES_PER_TASK
-from icesink.config import Envelope, IncompatiblePolicy, KeyFormat, OrderScope, ValueFormat, WriteMode
+from icesink.config import Envelope, IncompatiblePolicy, OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange
 from icesink.schema.evolution import conflicts, merged
-from icesink.tasks.decode_avro import direct_avro, writer_struct
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
 from icesink.tasks.table_out import DirectDecoder
@@ -62,7 +63,7 @@ class DirectItem:
     schema: StructType
     staged: bool = False  # a table that does not exist yet: `item`'s table is the staged one (direct_staging.stage)
     changes: ChangeSpec | None = None  # an upsert or changelog table
-    key_column: str | None = None  # the column of the record key as a string (decode.key_format: string)
+    key: RecordKey | None = None  # the column of the record key (batch/direct_keys.py), and its decoder
 
 
 def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
@@ -89,54 +90,32 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
 def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
     plan, _, planned = item
     config = ctx.config
-    # Keys decoded by a decoder (Avro, JSON) take Spark's path; string keys are the tasks' (`_record_key`).
-    if ctx.key_decoder is not None or config.decode.key_format not in (KeyFormat.NONE, KeyFormat.STRING):
+    if plan.table not in targets.topic_routed:
         return None
-    if planned.keys is not None or plan.table not in targets.topic_routed:
+    ok, key = key_side(ctx, planned)
+    if not ok:
         return None
     settings = config.tables.settings_for(plan.table.name)
     if settings.flatten_separator or settings.case_insensitive:
         return None
     found = None
-    if config.decode.format is ValueFormat.JSON and config.decode.direct_json:
-        found = _json_item(ctx, targets, item, settings.is_cdc)
+    if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
+        found = _json_item(ctx, targets, item, key, settings.is_cdc)
     if config.decode.format is ValueFormat.AVRO and config.decode.direct_avro and planned.values is not None:
-        found = _avro_item(ctx, item)
+        found = _avro_item(ctx, item, key)
         found = _with_changes(ctx, found) if found is not None and settings.is_cdc else found
     return found
 
 
-def _record_key(ctx: BatchContext) -> str | None:
-    """The column the record key goes to as a string (`decode.key_format: string`), else None."""
-    return ctx.config.decode.key_column if ctx.config.decode.key_format is KeyFormat.STRING else None
-
-
-def _with_key_column(ctx: BatchContext, values: StructType | None) -> StructType | None:
-    """A new table's columns: the values' and, with string keys, the key column after them (as
-    Spark's path adds it, records._nested); None when a value field has the key column's name."""
-    key_column = _record_key(ctx)
-    if values is None or key_column is None:
-        return values
-    if key_column in values.fieldNames():
-        return None
-    return StructType([*values.fields, StructField(key_column, StringType())])
-
-
-def _keyed_table_fits(ctx: BatchContext, schema: StructType) -> bool:
-    """Whether an existing table's columns hold the string keys: its key column is a string."""
-    key_column = _record_key(ctx)
-    return key_column is None or (key_column in schema.fieldNames() and schema[key_column].dataType == StringType())
-
-
-def _json_item(ctx: BatchContext, targets: Targets, item: Item, cdc: bool) -> DirectItem | None:
+def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool) -> DirectItem | None:
     """A plain JSON table: an existing one with its own shape (the guess, made only for plain JSON,
     no envelope, no Connect schemas met, and tables that spell and nest columns as the records do:
     records.guess), a new one with the columns of a sample (`_new_json_schema`)."""
     plan, table, planned = item
     if table is None:
-        schema = _with_key_column(ctx, _new_json_schema(ctx, targets, item))
+        schema = with_key_column(_new_json_schema(ctx, targets, item), key)
     else:  # the guess is the table's columns but the key column: the table's own, in its order
-        schema = ctx.catalog.spark_schema(table) if planned.values is not None and _record_key(ctx) else planned.values
+        schema = ctx.catalog.spark_schema(table) if planned.values is not None and key else planned.values
     decoder, settings = ctx.decoder, ctx.config.tables.settings_for(plan.table.name)
     # A table of nested columns, which Spark's path does not guess (it infers the batch's shape):
     # the one-pass decoder takes only records of exactly the table's columns, as a guess would, and
@@ -144,15 +123,18 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, cdc: bool) -> Di
     nested = table is not None and isinstance(decoder, JsonDecoder) and decoder.plain
     if schema is None and nested and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER:
         schema = ctx.catalog.spark_schema(table)
-    if schema is None or not _keyed_table_fits(ctx, schema):
+    if schema is None:
         return None
-    spec = _change_spec(ctx, plan, table, schema) if cdc else None
+    fits, record = record_key(schema, key)
+    if not fits:
+        return None
+    spec = _change_spec(ctx, plan, table, schema, record) if cdc else None
     if cdc and spec is None:
         return None
     columns = direct_columns(schema, spec.keys if spec is not None else ())
     if columns is None:
         return None
-    return DirectItem(item, columns, schema, changes=spec, key_column=_record_key(ctx))
+    return DirectItem(item, columns, schema, changes=spec, key=record)
 
 
 def _new_json_schema(ctx: BatchContext, targets: Targets, item: Item) -> StructType | None:
@@ -173,10 +155,13 @@ def _new_json_schema(ctx: BatchContext, targets: Targets, item: Item) -> StructT
     return decoder.plain_columns(read_ranges(targets.batch.sparkSession, ctx.config, sample), nested=True)
 
 
-def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
+def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem | None:
     _, table, planned = item
-    decoder = ctx.decoder
-    if ctx.config.decode.envelope is not Envelope.NONE or not isinstance(decoder, AvroDecoder):
+    decoder, config = ctx.decoder, ctx.config
+    if not isinstance(decoder, AvroDecoder):
+        return None
+    envelope = decoder.envelope if config.decode.envelope is Envelope.DEBEZIUM else None
+    if config.decode.envelope is not Envelope.NONE and envelope is None:
         return None
     writers = decoder.writer_schemas(planned.values)
     if writers is None:
@@ -184,38 +169,43 @@ def _avro_item(ctx: BatchContext, item: Item) -> DirectItem | None:
     schema: StructType | None
     if table is not None:
         schema = ctx.catalog.spark_schema(table)
-    else:  # created with the writer schemas' columns, as the usual path would (records.decode_table)
+    else:  # created with the writer schemas' rows, as the usual path would (records.decode_table)
         schema = StructType([])
         for _, text in sorted(writers.items()):
-            struct = writer_struct(text)
+            struct = row_struct(text, envelope)
             if struct is None or conflicts(schema, struct):
                 return None
             schema = merged(schema, struct)
-        schema = _with_key_column(ctx, schema)
-    if schema is None or not _keyed_table_fits(ctx, schema):
+        schema = with_key_column(schema, key)
+    if schema is None:
+        return None
+    fits, record = record_key(schema, key)
+    if not fits:
         return None
     # The writer schemas fill the table's columns but the key column, which the tasks fill with
     # the record key (a required column when it is the table's key).
-    key_column = _record_key(ctx)
-    found = direct_avro(writers, StructType([f for f in schema.fields if f.name != key_column]))
-    return DirectItem(item, found, schema, key_column=key_column) if found is not None else None
+    values = StructType([f for f in schema.fields if key is None or f.name != key.column])
+    found = direct_avro(writers, values, envelope)
+    return DirectItem(item, found, schema, key=record) if found is not None else None
 
 
 def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:
     """An Avro upsert or changelog table, when the one-pass job can write its changes (`_change_spec`).
     How many changes the job takes: `split_direct`."""
     plan, table, _ = found.item
-    spec = _change_spec(ctx, plan, table, found.schema)
+    spec = _change_spec(ctx, plan, table, found.schema, found.key)
     return replace(found, changes=spec) if spec is not None else None
 
 
-def _change_spec(ctx: BatchContext, plan: TablePlan, table: JavaObject | None, schema: StructType) -> ChangeSpec | None:
+def _change_spec(
+    ctx: BatchContext, plan: TablePlan, table: JavaObject | None, schema: StructType, key: RecordKey | None
+) -> ChangeSpec | None:
     """The table's keys and operation as Spark's path resolves them (records.change_spec), or None
     where that path reports a problem, reads an operation that is not a string, or orders changes
     by the rows the table holds."""
     settings = ctx.config.tables.settings_for(plan.table.name)
     try:
-        key_type = StringType() if _record_key(ctx) is not None else None
+        key_type = schema[key.column].dataType if key is not None else None
         spec = change_spec(ctx, plan.table, settings, table, key_type, schema)
     except ConfigError:
         return None

@@ -10,10 +10,11 @@ ends each record. A record whose body is longer or shorter than its schema says 
 marker, so a misread record cannot pass for a good one: the marker check catches it.
 
 As tasks/decode_json.py, this takes a table's records only when they are beyond doubt the rows
-Spark's decoder would make: writer schemas of flat records whose fields are all of the types below
-and columns of the table with the same type (or one it widens to), every record framed with one of
-them, every body decoding to its end, every union index and decimal valid. Anything else declines
-the table's share of the batch, which then goes through Spark's decoder (new schema ids, dead
+Spark's decoder would make: writer schemas the driver chose (batch/direct_avro.py), every record
+framed with one of them, every body decoding to its end, every union index (at any depth) and
+decimal valid, every Debezium semantic value converted exactly (tasks/semantic_values.py), every
+change event one Spark's path would take (tasks/envelope_rows.py). Anything else declines the
+table's share of the batch, which then goes through Spark's decoder (new schema ids, dead
 letters). Pure: no Spark session; polars is imported on first use.
 """
 
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from io import BytesIO
@@ -30,40 +30,12 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from icesink.kafka import wire
+from icesink.tasks.decode_json import DeclinedValueError
+from icesink.tasks.envelope_rows import Envelope, envelope_rows
+from icesink.tasks.semantic_values import Path, converted
 
-_PRIMITIVES: dict[str, DataType] = {
-    "boolean": BooleanType(),
-    "int": IntegerType(),
-    "long": LongType(),
-    "float": FloatType(),
-    "double": DoubleType(),
-    "string": StringType(),
-    "bytes": BinaryType(),
-}
-# (Avro type, logical type) -> what Spark's from_avro makes of it.
-_LOGICAL: dict[tuple[str, str], DataType] = {
-    ("int", "date"): DateType(),
-    ("long", "timestamp-millis"): TimestampType(),
-    ("long", "timestamp-micros"): TimestampType(),
-    ("string", "uuid"): StringType(),
-}
 _FRAME = "__icesink_frame"
 _END = "__icesink_end"
 _MARK_SIZE = 8
@@ -75,119 +47,29 @@ _MAX_NULL_PATTERNS = 32
 
 @dataclass(frozen=True)
 class DirectWriter:
-    """One writer schema the direct decoder reads, with what it checks of the decoded rows."""
+    """One writer schema the tasks read, with what they check of the decoded rows; made by the
+    driver (batch/direct_avro.py)."""
 
     frame: bytes  # 0x00 + the 4-byte schema id: the first 5 bytes of its records
-    schema: dict[str, Any]  # the writer schema (a flat record)
-    fields: tuple[str, ...]
-    decimals: tuple[tuple[str, int, int], ...]  # (field, precision, scale): values must fit
-    unions: tuple[tuple[str, int], ...] = ()  # (field, the position of "null" in its union)
+    schema: dict[str, Any]  # the writer schema, its named types written out (polars resolves no reference)
+    fields: tuple[str, ...]  # its top-level fields
+    decimals: tuple[tuple[Path, int, int], ...] = ()  # (field path, precision, scale): values must fit
+    unions: tuple[tuple[Path, int], ...] = ()  # (field path, the position of "null" in its union)
+    semantics: tuple[tuple[Path, str], ...] = ()  # (field path, Debezium semantic type): converted
 
 
 @dataclass(frozen=True)
 class DirectAvro:
-    """A table's share of the direct job: the writer schemas it takes; pickled into the tasks."""
+    """A table's share of the direct job: the writer schemas it takes, and its Debezium envelope
+    if its records are change events; pickled into the tasks."""
 
     writers: tuple[DirectWriter, ...]
+    envelope: Envelope | None = None
 
 
-def spark_type(avro: Any) -> tuple[DataType, bool] | None:
-    """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
-    direct decoder does not take it: anything but the primitives, date, timestamp-millis/micros,
-    uuid and decimal bytes, alone or in a union with null; also any type carrying Kafka Connect's
-    or Debezium's semantic names, which Spark's path converts."""
-    if isinstance(avro, list):
-        branches = [b for b in avro if b != "null"]
-        if len(avro) != 2 or len(branches) != 1:
-            return None
-        found = spark_type(branches[0])
-        return None if found is None else (found[0], True)
-    if isinstance(avro, str):
-        t = _PRIMITIVES.get(avro)
-        return None if t is None else (t, False)
-    if not isinstance(avro, dict) or any(k.startswith(("connect.", "io.debezium")) for k in avro):
-        return None
-    base = avro.get("type")
-    if not isinstance(base, str) or base not in _PRIMITIVES:
-        return None
-    logical = avro.get("logicalType")
-    if logical is None:
-        return _PRIMITIVES[base], False
-    if (base, logical) == ("bytes", "decimal"):
-        precision, scale = avro.get("precision"), avro.get("scale", 0)
-        if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision <= 38 or precision < 1:
-            return None
-        return DecimalType(precision, scale), False
-    t = _LOGICAL.get((base, logical))
-    return None if t is None else (t, False)
-
-
-def writer_struct(schema_text: str) -> StructType | None:
-    """The row type Spark's from_avro gives a writer schema the direct decoder takes, else None."""
-    try:
-        schema = json.loads(schema_text)
-    except ValueError:
-        return None
-    if not isinstance(schema, dict) or schema.get("type") != "record" or not isinstance(schema.get("fields"), list):
-        return None
-    fields = []
-    for f in schema["fields"]:
-        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or f["name"] in (_FRAME, _END):
-            return None
-        found = spark_type(f.get("type"))
-        if found is None:
-            return None
-        fields.append(StructField(f["name"], found[0], found[1]))
-    return StructType(fields) if fields else None
-
-
-def _fits(have: DataType, column: DataType) -> bool:
-    """Whether a value of type `have` goes into `column` as Spark's path would put it (the same
-    type, or a widening the table already has)."""
-    if have == column:
-        return True
-    if isinstance(have, IntegerType) and isinstance(column, LongType):
-        return True
-    if isinstance(have, FloatType) and isinstance(column, DoubleType):
-        return True
-    return (
-        isinstance(have, DecimalType)
-        and isinstance(column, DecimalType)
-        and have.scale == column.scale
-        and column.precision >= have.precision
-    )
-
-
-def direct_avro(writers: Mapping[bytes, str], table: StructType) -> DirectAvro | None:
-    """What the direct decoder reads a table's records with (`writers`: frame key -> the writer
-    schema's text), or None when some writer schema is not one it takes or does not fit the table
-    as it is: a field the table lacks or types differently, a nullable field for a required column,
-    a required column the schema lacks."""
-    if not writers:
-        return None
-    columns = {f.name: f for f in table.fields}
-    out = []
-    for frame, text in sorted(writers.items()):
-        if len(frame) != wire.HEADER_SIZE or frame[0] != 0:
-            return None  # a GUID reference: records name it in a header, unframed
-        struct = writer_struct(text)
-        if struct is None:
-            return None
-        for f in struct.fields:
-            column = columns.get(f.name)
-            if column is None or not _fits(f.dataType, column.dataType) or (f.nullable and not column.nullable):
-                return None
-        if any(not c.nullable and c.name not in struct.fieldNames() for c in table.fields):
-            return None
-        decimals = tuple(
-            (f.name, t.precision, t.scale) for f in struct.fields if isinstance(t := f.dataType, DecimalType)
-        )
-        schema = json.loads(text)
-        unions = tuple((f["name"], f["type"].index("null")) for f in schema["fields"] if isinstance(f["type"], list))
-        if len(unions) > 62:  # the union check groups records by a 64-bit mask of null fields
-            return None
-        out.append(DirectWriter(bytes(frame), schema, tuple(struct.fieldNames()), decimals, unions))
-    return DirectAvro(tuple(out))
+def reserved(name: str) -> bool:
+    """Whether a field name is one the decoder's own columns could take."""
+    return name.startswith("__icesink_")
 
 
 # ---------------------------------------------------------------- executors
@@ -226,27 +108,46 @@ def _framed(fields: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+_UNION = "__icesink_union_"
+
+
 def _union_column(j: int) -> str:
-    return f"__icesink_union_{j}"
+    return f"{_UNION}{j}"
 
 
-def _with_union_indexes(w: DirectWriter, nulls: frozenset[str]) -> list[dict[str, Any]]:
-    """The writer's fields for records whose null union fields are `nulls`: each union read as
-    its branch index (a long), then the value's own type where it is not null. polars reads any
-    index but the null one as the value, where Avro (Spark's decoder) refuses an index beyond the
-    union; this reading checks the index of each record."""
+def _with_union_indexes(
+    fields: list[dict[str, Any]], numbers: dict[Path, int], nulls: frozenset[Path], path: Path = ()
+) -> list[dict[str, Any]]:
+    """The fields of records whose null unions are `nulls`, at any depth: each union read as its
+    branch index (a long, `_union_column` of its number), then the value's own type where it is
+    not null. polars reads any index but the null one as the value, where Avro (Spark's decoder)
+    refuses an index beyond the union; this reading checks the index of each record."""
     out = []
-    j = 0
-    for f in w.schema["fields"]:
-        if not isinstance(f["type"], list):
-            out.append(f)
+    for f in fields:
+        at, t = (*path, f["name"]), f["type"]
+        if not isinstance(t, list):
+            out.append({**f, "type": _indexed(t, numbers, nulls, at)})
             continue
-        out.append({"name": _union_column(j), "type": "long"})
-        j += 1
-        if f["name"] not in nulls:
-            [branch] = [b for b in f["type"] if b != "null"]
-            out.append({"name": f["name"], "type": branch})
+        out.append({"name": _union_column(numbers[at]), "type": "long"})
+        if at not in nulls:
+            [branch] = [b for b in t if b != "null"]
+            out.append({"name": f["name"], "type": _indexed(branch, numbers, nulls, at)})
     return out
+
+
+def _indexed(t: Any, numbers: dict[Path, int], nulls: frozenset[Path], at: Path) -> Any:
+    if isinstance(t, dict) and t.get("type") == "record":
+        return {**t, "fields": _with_union_indexes(t["fields"], numbers, nulls, at)}
+    return t
+
+
+def column_at(table: pa.Table, path: Path) -> pa.Array:
+    """The values at a field path of decoded records: null where the field or a record around it is."""
+    column = table.column(path[0])
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    for name in path[1:]:
+        array = pc.struct_field(array, name)
+    return array
 
 
 class AvroRows:
@@ -259,7 +160,7 @@ class AvroRows:
         self._direct = direct
         self._schema = schema  # the table's Arrow schema (field ids), in column order
         self._headers = {w.frame: _container_header(_framed(w.schema["fields"])) for w in direct.writers}
-        self._index_headers: dict[tuple[bytes, frozenset[str]], bytes] = {}
+        self._index_headers: dict[tuple[bytes, frozenset[Path]], bytes] = {}
         self._mark = secrets.token_bytes(_MARK_SIZE)  # unguessable: no body can fake it
 
     def decode(self, values: pa.Array, named: pa.Array | None = None, carry: pa.Table | None = None) -> pa.Table | None:
@@ -305,12 +206,12 @@ class AvroRows:
         decoded = self._read(self._headers[w.frame], values, [*w.fields, _END])
         if decoded is None or (w.unions and not self._union_indexes_valid(w, values, decoded)):
             return None
-        for name, precision, scale in w.decimals:
-            if not _within(decoded.column(name), precision, scale):
+        for path, precision, scale in w.decimals:
+            if not _within(column_at(decoded, path), precision, scale):
                 return None
         try:
             return self._in_columns(decoded, w)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # a value the column cannot hold
+        except (pa.ArrowException, DeclinedValueError):  # a value the column cannot hold, or Spark's path would refuse
             return None
 
     def _read(self, header: bytes, values: pa.Array, columns: list[str] | None = None) -> pa.Table | None:
@@ -336,43 +237,59 @@ class AvroRows:
 
     def _union_indexes_valid(self, w: DirectWriter, values: pa.Array, decoded: pa.Table) -> bool:
         """Whether each record's union indexes are the ones of its branches: the records read
-        again, grouped by which union fields are null, with the indexes as columns."""
+        again, grouped by which unions are null, with the indexes as columns."""
         pattern = None
-        for j, (name, _) in enumerate(w.unions):
-            bit = pc.multiply(pc.cast(pc.is_null(decoded.column(name)), pa.int64()), 1 << j)
+        for j, (path, _) in enumerate(w.unions):
+            bit = pc.multiply(pc.cast(pc.is_null(column_at(decoded, path)), pa.int64()), 1 << j)
             pattern = bit if pattern is None else pc.add(pattern, bit)
         assert pattern is not None
         pattern = pattern.combine_chunks() if isinstance(pattern, pa.ChunkedArray) else pattern
         patterns = pc.unique(pattern).to_pylist()
         if len(patterns) > _MAX_NULL_PATTERNS:
             return False
-        # Only the indexes kept: a third of the cost of keeping every column.
-        kept = [*(_union_column(j) for j in range(len(w.unions))), _END]
+        numbers = {path: j for j, (path, _) in enumerate(w.unions)}
+        # Only the indexes kept (and the records holding nested ones): a third of the cost of every column.
+        roots = {path[0] for path, _ in w.unions if len(path) > 1}
         for p in patterns:
-            nulls = frozenset(name for j, (name, _) in enumerate(w.unions) if p >> j & 1)
+            nulls = frozenset(path for j, (path, _) in enumerate(w.unions) if p >> j & 1)
+            fields = _with_union_indexes(w.schema["fields"], numbers, nulls)
             header = self._index_headers.get((w.frame, nulls))
             if header is None:
-                header = _container_header(_framed(_with_union_indexes(w, nulls)))
-                self._index_headers[(w.frame, nulls)] = header
+                header = self._index_headers[(w.frame, nulls)] = _container_header(_framed(fields))
+            kept = [f["name"] for f in fields if f["name"].startswith(_UNION) or f["name"] in roots]
             mine = values if len(patterns) == 1 else values.filter(pc.equal(pattern, p))
-            checked = self._read(header, mine, kept)
-            if checked is None:
+            checked = self._read(header, mine, [*kept, _END])
+            if checked is None or not _indexes_as_read(checked, w, nulls):
                 return False
-            for j, (name, null_at) in enumerate(w.unions):
-                want = null_at if name in nulls else 1 - null_at
-                if not pc.all(pc.equal(checked.column(_union_column(j)), want)).as_py():
-                    return False
         return True
 
     def _in_columns(self, decoded: pa.Table, w: DirectWriter) -> pa.Table:
+        semantics = dict(w.semantics)
+        if self._direct.envelope is not None:
+            rows = envelope_rows(decoded, self._direct.envelope, self._schema, semantics)
+            if rows is None:
+                raise DeclinedValueError("a change event Spark's path makes a dead letter")
+            return rows
         n = decoded.num_rows
         columns = []
         for f in self._schema:
             if f.name in w.fields:
-                columns.append(decoded.column(f.name).cast(f.type, safe=True))
+                columns.append(converted(decoded.column(f.name), (f.name,), semantics).cast(f.type, safe=True))
             else:
-                columns.append(pa.chunked_array([pa.nulls(n, f.type)]))
+                columns.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(columns, schema=self._schema)
+
+
+def _indexes_as_read(checked: pa.Table, w: DirectWriter, nulls: frozenset[Path]) -> bool:
+    """Whether every union index read is its null branch's where the value is null, else the other's
+    (unions inside a null value are not in the records: not checked)."""
+    for j, (path, null_at) in enumerate(w.unions):
+        if any(path[:k] in nulls for k in range(1, len(path))):
+            continue
+        want = null_at if path in nulls else 1 - null_at
+        if not pc.all(pc.equal(column_at(checked, (*path[:-1], _union_column(j))), want)).as_py():
+            return False
+    return True
 
 
 def _data(records: pa.Array) -> memoryview:

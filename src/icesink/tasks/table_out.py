@@ -9,7 +9,7 @@ whose key or operation Spark's path would refuse make the table declined.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +58,7 @@ class DirectTable:
     # The column of the record key as a string (`decode.key_format: string`); a table of changes then
     # takes tombstones too, as deletes of their key.
     key_column: str | None = None
+    key_decoder: DirectAvro | None = None  # Avro record keys: the key column is their struct
 
 
 class TableOut:
@@ -70,6 +71,7 @@ class TableOut:
         carry = table.changes is not None  # a table of changes orders them by their coordinates
         self.rows = DirectRows(decoder, carry, table.key_column) if not isinstance(decoder, DirectAvro) else None
         self.avro = AvroRows(table.decoder, table.task.arrow_schema) if isinstance(table.decoder, DirectAvro) else None
+        self.keys = AvroRows(table.key_decoder, _key_schema(table)) if table.key_decoder is not None else None
         self._pid = partition_id
         self._chunks: list[pa.RecordBatch] = []
         self._chunk_rows = 0
@@ -166,9 +168,13 @@ class TableOut:
 def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
     """The table's rows of `batch`'s records (None when one is declined): for a table of changes,
     after their coordinates and whether each is a tombstone (`TOMBSTONE`); with a key column, the
-    record key in it."""
+    record key in it (a string, or the struct of an Avro record key)."""
     table, avro = out.table, out.avro
     assert avro is not None
+    if out.keys is not None:
+        batch = _with_key_structs(out, batch)
+        if batch is None:
+            return None
     values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
     carried = [*ORDER] if table.changes is not None else []
     carried += ["key"] if table.key_column is not None else []
@@ -188,7 +194,38 @@ def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
         rows = rows.add_column(len(ORDER), TOMBSTONE, flags)
         if tombstones is not None:
             rows = pa.concat_tables([rows, _tombstone_rows(tombstones, table.task.arrow_schema)])
-    return _with_record_key(rows, table.key_column, len(carried)) if table.key_column is not None else rows
+    if table.key_column is None:
+        return rows
+    keys = table.changes.keys if table.changes is not None else ()
+    return _with_record_key(rows, table.key_column, len(carried), keys)
+
+
+def _key_schema(table: DirectTable) -> pa.Schema:
+    """The fields of an Avro record key's struct column, as the decoder fills them."""
+    assert table.key_column is not None
+    return pa.schema(list(table.task.arrow_schema.field(table.key_column).type))
+
+
+def _with_key_structs(out: TableOut, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+    """`batch` with its Avro record keys decoded into the key column's structs (null for a null
+    key), or None when one does not decode as Spark's path would (the table is declined)."""
+    assert out.keys is not None
+    assert out.table.key_column is not None
+    raw = batch.column("key")
+    present = pc.is_valid(raw)
+    taken = raw.filter(present) if raw.null_count else raw
+    order = pa.table({"i": pa.array(range(len(taken)), pa.int64())})
+    decoded = out.keys.decode(taken, carry=order)
+    if decoded is None:
+        return None
+    # Rows come a writer schema at a time: back in the records' order, then a null for each null key.
+    decoded = decoded.take(pc.sort_indices(decoded.column("i"))).drop_columns(["i"])
+    kind = out.table.task.arrow_schema.field(out.table.key_column).type
+    structs = pa.StructArray.from_arrays([c.combine_chunks() for c in decoded.columns], fields=list(kind))
+    if raw.null_count:
+        at = pc.subtract(pc.cumulative_sum(pc.cast(present, pa.int64())), 1)
+        structs = structs.take(pc.if_else(present, at, pa.scalar(None, pa.int64())))
+    return batch.set_column(batch.schema.get_field_index("key"), "key", structs)
 
 
 def _tombstone_rows(carried: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -200,15 +237,28 @@ def _tombstone_rows(carried: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([*arrays, *[pa.nulls(n, f.type) for f in schema]], names=[*names, *schema.names])
 
 
-def _with_record_key(rows: pa.Table, column: str, carried: int) -> pa.Table:
+def _with_record_key(rows: pa.Table, column: str, carried: int, keys: Sequence[str]) -> pa.Table:
     """`rows` with the carried record key (the `carried` leading columns' last; after the
-    coordinates and TOMBSTONE for a table of changes) as the string in `column`, and dropped from
-    the carried columns. A key that is not UTF-8 raises Arrow's error (the table is declined)."""
+    coordinates and TOMBSTONE for a table of changes) in `column`, as a string (a key that is not
+    UTF-8 raises Arrow's error: the table is declined) or an Avro key's struct, and dropped from the
+    carried columns. A key column of the table's (`keys`) that a row lacks takes the record key's
+    field of that name, as Spark's path fills it (changes.classify)."""
     names = rows.column_names
     at = names.index("key")
-    keys = rows.column(at).cast(pa.string())
+    record = rows.column(at)
+    struct = pa.types.is_struct(record.type)
+    if not struct:
+        record = record.cast(pa.string())
     rows = rows.remove_column(at)
-    return rows.set_column(rows.column_names.index(column, carried - 1), column, keys)
+    rows = rows.set_column(rows.column_names.index(column, carried - 1), column, record)
+    if not struct:
+        return rows
+    record = record.combine_chunks() if isinstance(record, pa.ChunkedArray) else record
+    for name in [k for k in keys if k in record.type.names and k != column]:
+        i = rows.column_names.index(name, carried - 1)
+        own = rows.column(i)
+        rows = rows.set_column(i, name, pc.coalesce(own, pc.struct_field(record, name).cast(own.type)))
+    return rows
 
 
 def finish(out: TableOut) -> list[WrittenFile] | None:

@@ -216,6 +216,11 @@ class AvroDecoder:
         self._memo: ExpressionMemo[tuple[Column, list[Column], Column, Column]] = ExpressionMemo()
         self._frame: Column | None = None
 
+    @property
+    def envelope(self) -> EnvelopeSpec | None:
+        """The Debezium envelope the values are read as, if any."""
+        return self._envelope
+
     def plan_column(self) -> Column:
         # Built once: a Column is an unresolved expression, reusable across batches, and building
         # this one costs a dozen py4j calls and a SQL parse.
@@ -242,9 +247,7 @@ class AvroDecoder:
     def writer_schemas(self, planned: Sequence[Any]) -> dict[bytes, str] | None:
         """The writer schema text of each frame key of `planned` (registry lookups, cached), or
         None when one is not an Avro schema the registry knows (Spark's path says why: a dead
-        letter). Only for decoders of plain records (no envelope)."""
-        if self._envelope is not None:
-            return None
+        letter)."""
         out = {}
         for k in planned:
             text, _ = self._avro_schema(bytes(k))

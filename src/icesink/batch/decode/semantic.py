@@ -96,7 +96,8 @@ CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
     "io.debezium.time.MicroTimestamp": (TimestampNTZType(), lambda c: F.timestamp_micros(c).cast("timestamp_ntz")),
     "io.debezium.time.NanoTimestamp": (
         TimestampNTZType(),
-        lambda c: F.timestamp_micros(F.floor(c / 1000).cast("long")).cast("timestamp_ntz"),
+        # Floored as a decimal: a double (c / 1000) rounds nanoseconds beyond 2^53 to the wrong microsecond.
+        lambda c: F.timestamp_micros(F.floor(c.cast("decimal(20,0)") / F.lit(1000)).cast("long")).cast("timestamp_ntz"),
     ),
     # try_: a string that does not parse is null here, and `conversion_failed` makes it a dead letter.
     ZONED_TIMESTAMP: (TimestampType(), lambda c: F.try_to_timestamp(c)),

@@ -1,0 +1,71 @@
+"""Debezium change events, decoded, into a table's rows in Arrow, in the tasks: the rows Spark's path
+makes (batch/decode/debezium.py `row`): the image is `after`, or `before` for a delete; `op` c and
+r become I, u U, d D in the operation column; a column `_source_<name>` takes the source field of
+that name. An event Spark's path would make a dead letter (no op, another op, no image) declines
+the table's records instead (`None`), which then take that path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icesink.tasks.semantic_values import Path, converted
+
+OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
+_SPELLINGS = pa.array(list(OPS))
+_CODES = pa.array(list(OPS.values()))
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A table's Debezium envelope, as the tasks need it; pickled into them."""
+
+    operation_column: str
+    source_prefix: str
+
+
+def _column(decoded: pa.Table, name: str) -> pa.Array | None:
+    if name not in decoded.column_names:
+        return None
+    column = decoded.column(name)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def envelope_rows(
+    decoded: pa.Table, envelope: Envelope, schema: pa.Schema, semantics: Mapping[Path, str]
+) -> pa.Table | None:
+    """The rows of decoded envelopes (top-level fields `before`, `after`, `source`, `op`) in the
+    table's columns (`schema`), or None when one would be a dead letter on Spark's path."""
+    op, after, before, source = (_column(decoded, n) for n in ("op", "after", "before", "source"))
+    assert op is not None
+    assert after is not None
+    found = pc.index_in(op, value_set=_SPELLINGS)
+    if found.null_count:
+        return None  # no op, or one Debezium's envelope does not have (t, m)
+    deleting = pc.equal(op, "d")
+    image_valid = pc.if_else(deleting, before.is_valid() if before is not None else False, after.is_valid())
+    if not pc.all(image_valid).as_py():
+        return None
+    source_fields = set(source.type.names) if source is not None and pa.types.is_struct(source.type) else set()
+    image_fields = set(after.type.names)
+    prefix = envelope.source_prefix
+    columns = []
+    for f in schema:
+        name = f.name[len(prefix) :] if f.name.startswith(prefix) else None
+        if f.name == envelope.operation_column:
+            value = _CODES.take(found)
+        elif name is not None and name in source_fields:
+            assert source is not None
+            value = converted(pc.struct_field(source, name), ("source", name), semantics)
+        elif f.name in image_fields:
+            was = pc.struct_field(before, f.name) if before is not None else None
+            now = pc.struct_field(after, f.name)
+            value = converted(pc.if_else(deleting, was, now) if was is not None else now, ("after", f.name), semantics)
+        else:
+            value = pa.nulls(len(op), f.type)
+        columns.append(value.cast(f.type, safe=True))
+    return pa.Table.from_arrays(columns, schema=schema)

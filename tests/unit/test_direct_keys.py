@@ -1,0 +1,102 @@
+"""Avro record keys in the one-pass tasks (tasks/table_out.py `avro_rows`): each record's key
+decoded into the key column's struct whatever writer schema it has, in the records' order; a
+tombstone a delete of its key; a key column a value lacks filled from the key, as Spark's path
+does (batch/decode/changes.py `classify`); a key that does not decode declines the table."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+from typing import Any
+
+import fastavro
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from icesink.batch.direct_avro import direct_avro
+from icesink.config import WriteMode
+from icesink.kafka import wire
+from icesink.tasks.change_rows import ChangeSpec
+from icesink.tasks.decode_json import TOMBSTONE
+from icesink.tasks.files import WriteTask
+from icesink.tasks.table_out import DirectTable, TableOut, avro_rows
+
+VALUE: dict[str, Any] = {
+    "type": "record",
+    "name": "V",
+    "fields": [
+        {"name": "id", "type": ["null", "long"]},
+        {"name": "v", "type": "long"},
+        {"name": "op", "type": "string"},
+    ],
+}
+KEY1: dict[str, Any] = {"type": "record", "name": "K", "fields": [{"name": "id", "type": "long"}]}
+KEY2: dict[str, Any] = {**KEY1, "fields": [*KEY1["fields"], {"name": "region", "type": ["null", "string"]}]}
+KEY_STRUCT = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("region", T.StringType())])
+ARROW = pa.schema(
+    [
+        ("id", pa.int64()), ("v", pa.int64()), ("op", pa.string()),
+        ("_key", pa.struct([pa.field("id", pa.int64(), False), ("region", pa.string())])),
+    ]
+)  # fmt: skip
+
+
+def framed(schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    buf.write(wire.id_key(schema_id))
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(copy.deepcopy(schema)), record)
+    return buf.getvalue()
+
+
+def table_out() -> TableOut:
+    values = T.StructType(
+        [T.StructField(n, t) for n, t in [("id", T.LongType()), ("v", T.LongType()), ("op", T.StringType())]]
+    )
+    decoder = direct_avro({wire.id_key(1): json.dumps(VALUE)}, values)
+    keys = direct_avro({wire.id_key(2): json.dumps(KEY1), wire.id_key(3): json.dumps(KEY2)}, KEY_STRUCT)
+    assert decoder is not None
+    assert keys is not None
+    task = WriteTask("t", ARROW, "s3://b/t/", "p", storage=None)  # type: ignore[arg-type]
+    spec = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "_key")
+    table = DirectTable(task, decoder, {("t", 0): (0, 9)}, changes=spec, key_column="_key", key_decoder=keys)
+    return TableOut(table, 0)
+
+
+def batch(records: list[tuple[bytes | None, bytes | None]]) -> pa.RecordBatch:
+    n = len(records)
+    return pa.RecordBatch.from_pydict(
+        {
+            "topic": ["t"] * n, "partition": pa.array([0] * n, pa.int32()), "offset": list(range(n)),
+            "value": pa.array([v for _, v in records], pa.binary()),
+            "key": pa.array([k for k, _ in records], pa.binary()),
+        }
+    )  # fmt: skip
+
+
+def test_keys_of_two_writer_schemas_tombstones_and_null_keys_in_the_records_order() -> None:
+    records = [
+        (framed(3, KEY2, {"id": 1, "region": "eu"}), framed(1, VALUE, {"id": 1, "v": 10, "op": "c"})),
+        (framed(2, KEY1, {"id": 2}), framed(1, VALUE, {"id": None, "v": 20, "op": "u"})),  # the key fills id
+        (None, framed(1, VALUE, {"id": 3, "v": 30, "op": "c"})),  # no key: the value's id
+        (framed(3, KEY2, {"id": 4, "region": None}), None),  # a tombstone: a delete of id 4
+    ]
+    rows = avro_rows(table_out(), batch(records))
+    assert rows is not None
+    got = sorted(rows.select(["offset", TOMBSTONE, "id", "v", "op", "_key"]).to_pylist(), key=lambda r: r["offset"])
+    assert got == [
+        {"offset": 0, TOMBSTONE: False, "id": 1, "v": 10, "op": "c", "_key": {"id": 1, "region": "eu"}},
+        {"offset": 1, TOMBSTONE: False, "id": 2, "v": 20, "op": "u", "_key": {"id": 2, "region": None}},
+        {"offset": 2, TOMBSTONE: False, "id": 3, "v": 30, "op": "c", "_key": None},
+        {"offset": 3, TOMBSTONE: True, "id": 4, "v": None, "op": None, "_key": {"id": 4, "region": None}},
+    ]
+    assert rows.schema.field("_key").type == ARROW.field("_key").type
+
+
+def test_a_key_that_does_not_decode_declines_the_table() -> None:
+    good = (framed(2, KEY1, {"id": 2}), framed(1, VALUE, {"id": 2, "v": 20, "op": "u"}))
+    assert avro_rows(table_out(), batch([good])) is not None
+    unknown = (framed(9, KEY1, {"id": 2}), good[1])  # a key schema id the job did not plan
+    truncated = (good[0][:-1], good[1])
+    for bad in (unknown, truncated):
+        assert avro_rows(table_out(), batch([good, bad])) is None
