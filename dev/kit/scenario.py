@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from dev.kit import jvm_archive
 from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
 from icesink.config import Config, parse_config
 
@@ -68,5 +70,12 @@ class Scenario:
         return parse_config(self.raw_config(**overrides), environ={})
 
     def write_config(self, path: Path, **overrides: Any) -> Path:
-        path.write_text(yaml.safe_dump(self.raw_config(**overrides)))
+        """The config written for a job process; a test session's driver JVM options
+        (`jvm_archive.ENV`) go in, unless the overrides set the driver's options themselves."""
+        raw = self.raw_config(**overrides)
+        java = os.environ.get(jvm_archive.ENV)
+        conf = raw.setdefault("spark", {}).setdefault("conf", {})
+        if java and "spark.driver.extraJavaOptions" not in conf:
+            conf["spark.driver.extraJavaOptions"] = java
+        path.write_text(yaml.safe_dump(raw))
         return path

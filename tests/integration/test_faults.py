@@ -96,8 +96,8 @@ def test_crash_at_the_worst_moments_replays_once(
         assert orphans, "the killed batch wrote files; they stay unreferenced (`icesink maintain` removes them)"
 
 
-@pytest.mark.parametrize("fmt", ["json", "avro"])
-@pytest.mark.parametrize("point", ["mid-write", "executor-write"])
+# Each point with one format: the crash is the same whichever decoder filled the files.
+@pytest.mark.parametrize(("point", "fmt"), [("mid-write", "json"), ("executor-write", "avro")])
 def test_a_crash_after_the_one_pass_job_wrote_the_tables_files_replays_once(
     point: str, fmt: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -306,17 +306,17 @@ def test_another_job_on_other_topics_of_the_same_table_commits_between_check_and
     assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(first, second), "both jobs' offsets"
 
 
-def test_one_fenced_table_among_fifty_the_others_commit_and_the_restart_adds_nothing_twice(
+def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_nothing_twice(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
-    names = [f"t{i:02d}" for i in range(50)]
+    names = [f"t{i:02d}" for i in range(12)]
     topics = [scenario.topic(n) for n in names]
     create_topics(*topics, partitions=1)
     ledger = Ledger()
     for t in topics:
         ledger.good(t, 4, partition=0)
     config = scenario.write_config(tmp_path / "job.yaml")
-    assert run_cli(config).returncode == 0  # batch 0 creates the 50 tables, side by side
+    assert run_cli(config).returncode == 0  # batch 0 creates the 12 tables, side by side
     for t in topics:
         ledger.good(t, 3, partition=0)
 
@@ -324,10 +324,10 @@ def test_one_fenced_table_among_fifty_the_others_commit_and_the_restart_adds_not
     log = tmp_path / "job.log"
     job = start_cli(config, log, env)
     paused(release, job, log)  # every table's files written, their commits about to go
-    victim = names[17]
+    victim = names[7]
     zombie = scenario.write_config(
         tmp_path / "zombie.yaml",
-        **{"job.checkpoint_location": str(tmp_path / "zombie"), "kafka.subscribe_pattern": f"^{topics[17]}$"},
+        **{"job.checkpoint_location": str(tmp_path / "zombie"), "kafka.subscribe_pattern": f"^{topics[7]}$"},
     )
     other = run_cli(zombie)  # another job commits the victim's records first (from the tables' offsets)
     assert other.returncode == 0, other.stderr[-3000:]
@@ -343,7 +343,7 @@ def test_one_fenced_table_among_fifty_the_others_commit_and_the_restart_adds_not
         f"SELECT '{n}' AS t, count(*) AS snaps FROM {table}.snapshots" for n, table in zip(names, tables, strict=True)
     )
     snaps = {r.t: r.snaps for r in spark.sql(union).collect()}
-    assert snaps == {n: 2 for n in names}, "49 tables committed batch 1, the victim got it from the other job"
+    assert snaps == {n: 2 for n in names}, "11 tables committed batch 1, the victim got it from the other job"
 
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -361,7 +361,8 @@ def test_one_fenced_table_among_fifty_the_others_commit_and_the_restart_adds_not
 # ---------------------------------------------------------------- 5: commit outcome unknown
 
 
-@pytest.mark.parametrize("fault", ["drop", "503", "502", "outage"])
+# 502 is answered as 503 is (both a gateway's error after the commit reached the catalog): one of them.
+@pytest.mark.parametrize("fault", ["drop", "503", "outage"])
 def test_a_lost_commit_answer_is_settled_from_the_table(
     fault: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -444,7 +445,9 @@ def test_registry_down_holds_the_stream(
 # ---------------------------------------------------------------- 7: broker restarts
 
 
-@pytest.mark.parametrize("how", ["clean", "kill"])
+# A killed broker (no clean shutdown: its clients see connections drop mid-request, and the
+# restart recovers its logs) is the harder case; a clean stop is the same for the job but gentler.
+@pytest.mark.parametrize("how", ["kill"])
 def test_broker_restart_while_the_job_runs(
     how: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, restore_stack: None
 ) -> None:
