@@ -104,23 +104,6 @@ def produced(scenario: Scenario, name: str, per_partition: tuple[int, int]) -> t
     return topic, ledger
 
 
-def test_the_job_runs_on_the_cluster_with_its_package_shipped(
-    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
-) -> None:
-    topic, ledger = produced(scenario, "rides.20240401", (40, 30))
-    config = cluster_config(scenario, tmp_path / "job.yaml")
-    done = submit(config, tmp_path / "submit.log", without_installed_icesink)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
-
-    table = scenario.table("rides")
-    oracle.check(spark, ledger, table, [topic])
-    assert table_offsets(spark, table) == end_offsets(topic), "the snapshot records where Kafka ends"
-    executors = executors_of(f"test-{scenario.prefix}")
-    assert len(executors) == 2, f"one executor per worker: {executors}"
-    for e in executors:  # each executor JVM got the package the README ships with --py-files
-        assert list(e.glob("icesink-*.zip")), f"{e} has no icesink package: {[p.name for p in e.iterdir()]}"
-
-
 def test_in_cluster_mode_the_driver_runs_on_a_worker(
     cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
 ) -> None:
@@ -161,14 +144,15 @@ def test_in_cluster_mode_a_driver_that_fails_fails_the_submission(
     assert "kafka.bootstrap_servers" in (SPARK_WORK / driver.group(1) / "stdout").read_text()
 
 
-def test_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
+def test_the_job_runs_on_the_cluster_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
     cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
 ) -> None:
+    """Client mode, the package shipped as the README ships it; the executor that writes the
+    batch's first files dies (SIGKILL) after writing them, before Spark hears of them: the worker
+    starts a new executor with the package, Spark runs the task again, the batch commits once."""
     topic, ledger = produced(scenario, "fares.20240402", (50, 50))
     config = cluster_config(scenario, tmp_path / "job.yaml")
     once = tmp_path / "killed-once"
-    # The executor that writes the batch's first files dies (SIGKILL) after writing them, before
-    # Spark hears of them: the worker starts a new executor, Spark runs the task again.
     done = submit(
         config, tmp_path / "submit.log", without_installed_icesink,
         "--conf", f"spark.executorEnv.{faults.ENV}=executor-lost:0",
@@ -178,7 +162,10 @@ def test_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
     assert done.returncode == 0, output[-3000:]
     assert once.exists(), "an executor was killed in the middle of the write"
     assert "ExecutorLostFailure" in output or "Lost executor" in output, output[-3000:]
-    assert len(executors_of(f"test-{scenario.prefix}")) == 3, "two executors, and the one that replaced the killed"
+    executors = executors_of(f"test-{scenario.prefix}")
+    assert len(executors) == 3, "one executor per worker, and the one that replaced the killed"
+    for e in executors:  # each executor JVM got the package the README ships with --py-files
+        assert list(e.glob("icesink-*.zip")), f"{e} has no icesink package: {[p.name for p in e.iterdir()]}"
 
     table = scenario.table("fares")
     oracle.check(spark, ledger, table, [topic])
