@@ -3,8 +3,8 @@ a time, Avro a batch at a time), a changelog table's changes gathered and reduce
 key, partition values computed, and its files written (tasks/files.py).
 
 A table of changes takes its rows with their Kafka coordinates and whether each is a tombstone
-(`TOMBSTONE`, a record without a value keyed by a string record key: a delete of that key). Rows
-whose key or operation Spark's path would refuse make the table declined.
+(`TOMBSTONE`, a record without a value keyed by a string or Avro record key: a delete of that
+key). Rows whose key or operation Spark's path would refuse make the table declined.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ class DirectTable:
     takes_all: bool = False  # every record the job reads (then no record is looked at to route it)
     changes: ChangeSpec | None = None  # an upsert or changelog table: the task writes each key's last change
     partition_by: tuple[PartitionField, ...] = ()  # the table's current spec: the task computes its values
-    # The column of the record key as a string (`decode.key_format: string`); a table of changes then
-    # takes tombstones too, as deletes of their key.
+    # The column of the record key, a string (`decode.key_format: string`) or an Avro record key's
+    # struct (`key_decoder`); a table of changes then takes tombstones too, as deletes of their key.
     key_column: str | None = None
     key_decoder: DirectAvro | None = None  # Avro record keys: the key column is their struct
 
