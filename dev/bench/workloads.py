@@ -12,6 +12,7 @@ from decimal import Decimal
 from io import BytesIO
 from typing import Any
 
+from dev.kit import debezium_avro as dbz
 from dev.kit.endpoints import KAFKA
 from dev.kit.kafka import SERDE_CONF, registry_client
 
@@ -45,43 +46,10 @@ CDC_SCHEMA: dict[str, Any] = {
     "name": "Change",
     "fields": [*SCHEMA["fields"], {"name": "op", "type": "string"}],
 }
-# Debezium's Avro converter, its defaults: the row as the envelope's before/after, the source
-# block, op and ts_ms; the key an Avro record of the primary key.
-DEBEZIUM_ENVELOPE: dict[str, Any] = {
-    "type": "record",
-    "name": "Envelope",
-    "namespace": "bench.public.events",
-    "fields": [
-        {"name": "before", "type": ["null", {**SCHEMA, "name": "Value", "namespace": "bench.public.events"}]},
-        {"name": "after", "type": ["null", "Value"], "default": None},
-        {
-            "name": "source",
-            "type": {
-                "type": "record",
-                "name": "Source",
-                "namespace": "io.debezium.connector.postgresql",
-                "fields": [
-                    {"name": "version", "type": "string"},
-                    {"name": "connector", "type": "string"},
-                    {"name": "ts_ms", "type": "long"},
-                    {"name": "db", "type": "string"},
-                    {"name": "table", "type": "string"},
-                    {"name": "txId", "type": ["null", "long"], "default": None},
-                    {"name": "lsn", "type": ["null", "long"], "default": None},
-                ],
-            },
-        },
-        {"name": "op", "type": "string"},
-        {"name": "ts_ms", "type": ["null", "long"], "default": None},
-    ],
-}
-DEBEZIUM_KEY: dict[str, Any] = {
-    "type": "record",
-    "name": "Key",
-    "namespace": "bench.public.events",
-    "fields": [{"name": "id", "type": "long"}],
-}
-DEBEZIUM_OPS = {"I": "c", "U": "u", "D": "d"}
+# Debezium's Avro converter, its defaults (dev/kit/debezium_avro.py): the row as the envelope's
+# before/after; the key an Avro record of the primary key.
+DEBEZIUM_ENVELOPE = dbz.envelope({**SCHEMA, "name": "Value", "namespace": "bench.public.events"})
+DEBEZIUM_KEY = dbz.key_schema("bench.public.events", [{"name": "id", "type": "long"}])
 BASE = dt.datetime(2024, 1, 2, tzinfo=dt.UTC)
 
 # The JSON records' fields (`as_json`), with the types Spark infers from them, which icesink's
@@ -187,13 +155,7 @@ def cdc_changes(n: int, seed: int) -> list[tuple[int, str]]:
 
 def debezium_event(i: int, key: int, op: str) -> dict[str, Any]:
     """A Debezium change event of the benchmark's row: a delete carries the row as before."""
-    row = event(i, key)
-    source = {
-        "version": "3.6.1.Final", "connector": "postgresql", "ts_ms": 1_700_000_000_000 + i, "db": "bench",
-        "table": "events", "txId": i // 4, "lsn": 1_000 + i,
-    }  # fmt: skip
-    before, after = (row, None) if op == "D" else (None, row)
-    return {"before": before, "after": after, "source": source, "op": DEBEZIUM_OPS[op], "ts_ms": i}
+    return dbz.event(op, event(i, key), 1_000 + i, "events")
 
 
 def load_debezium(p: Any, topic: str, n: int) -> float:

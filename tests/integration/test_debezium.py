@@ -8,6 +8,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from dev.kit.debezium_avro import VARIABLE_DECIMAL, variable_decimal
 from dev.kit.endpoints import REGISTRY_URL
 from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
 from dev.kit.scenario import Scenario
@@ -36,29 +37,9 @@ VALUE = {
             "type": ["null", {"type": "string", "connect.name": "io.debezium.time.ZonedTimestamp"}],
             "default": None,
         },
-        {
-            "name": "balance",
-            "type": [
-                "null",
-                {
-                    "type": "record",
-                    "name": "VariableScaleDecimal",
-                    "namespace": "io.debezium.data",
-                    "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
-                    "connect.name": "io.debezium.data.VariableScaleDecimal",
-                },
-            ],
-            "default": None,
-        },
+        {"name": "balance", "type": ["null", VARIABLE_DECIMAL], "default": None},
     ],
 }
-
-
-def variable_decimal(text: str) -> dict[str, Any]:
-    d = Decimal(text)
-    scale = -int(d.as_tuple().exponent)
-    unscaled = int(d.scaleb(scale))
-    return {"scale": scale, "value": unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)}
 
 
 SOURCE = {

@@ -25,6 +25,7 @@ from urllib.parse import unquote, urlparse
 import psycopg
 import requests
 
+from dev.kit import debezium_avro as dbz
 from dev.kit.changes import Change
 from dev.kit.scenario import Scenario
 from tests.support.values import avro_config, avro_keys, avro_values
@@ -107,22 +108,7 @@ AVRO_ROW: dict[str, Any] = {
         {"name": "seen", "type": _semantic("long", "io.debezium.time.MicroTimestamp"), "default": None},
         {"name": "born", "type": _semantic("int", "io.debezium.time.Date"), "default": None},
         {"name": "updated", "type": _semantic("string", "io.debezium.time.ZonedTimestamp"), "default": None},
-        {
-            "name": "balance",
-            "type": [
-                "null",
-                {
-                    "type": "record",
-                    "name": "VariableScaleDecimal",
-                    "namespace": "io.debezium.data",
-                    "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
-                    "connect.doc": "Variable scaled decimal",
-                    "connect.version": 1,
-                    "connect.name": "io.debezium.data.VariableScaleDecimal",
-                },
-            ],
-            "default": None,
-        },
+        {"name": "balance", "type": ["null", dbz.VARIABLE_DECIMAL], "default": None},
         {
             "name": "price",
             "type": [
@@ -142,65 +128,9 @@ AVRO_ROW: dict[str, Any] = {
     ],
     "connect.name": "shop.public.accounts.Value",
 }
-AVRO_ENVELOPE: dict[str, Any] = {
-    "type": "record",
-    "name": "Envelope",
-    "namespace": "shop.public.accounts",
-    "fields": [
-        {"name": "before", "type": ["null", AVRO_ROW], "default": None},
-        {"name": "after", "type": ["null", "Value"], "default": None},
-        {
-            "name": "source",
-            "type": {
-                "type": "record",
-                "name": "Source",
-                "namespace": "io.debezium.connector.postgresql",
-                "fields": [
-                    {"name": "version", "type": "string"},
-                    {"name": "connector", "type": "string"},
-                    {"name": "ts_ms", "type": "long"},
-                    {"name": "snapshot", "type": ["null", {"type": "string", "connect.name": "io.debezium.data.Enum"}]},
-                    {"name": "db", "type": "string"},
-                    {"name": "sequence", "type": ["null", "string"], "default": None},
-                    {"name": "table", "type": "string"},
-                    {"name": "txId", "type": ["null", "long"], "default": None},
-                    {"name": "lsn", "type": ["null", "long"], "default": None},
-                    {"name": "xmin", "type": ["null", "long"], "default": None},
-                ],
-            },
-        },
-        {
-            "name": "transaction",
-            "type": [
-                "null",
-                {
-                    "type": "record",
-                    "name": "block",
-                    "namespace": "event",
-                    "fields": [
-                        {"name": "id", "type": "string"},
-                        {"name": "total_order", "type": "long"},
-                        {"name": "data_collection_order", "type": "long"},
-                    ],
-                },
-            ],
-            "default": None,
-        },
-        {"name": "op", "type": "string"},
-        {"name": "ts_ms", "type": ["null", "long"], "default": None},
-    ],
-    "connect.version": 2,
-    "connect.name": "shop.public.accounts.Envelope",
-}
-AVRO_OPS = {"I": "c", "U": "u", "D": "d"}
-
-
-def variable_decimal(text: str) -> dict[str, Any]:
-    """Debezium's VariableScaleDecimal: the scale and the unscaled value's two's-complement bytes."""
-    d = Decimal(text)
-    scale = -int(d.as_tuple().exponent)
-    unscaled = int(d.scaleb(scale))
-    return {"scale": scale, "value": unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)}
+AVRO_ENVELOPE = dbz.envelope(AVRO_ROW)
+AVRO_KEY = dbz.key_schema("shop.public.accounts", [{"name": "id", "type": "long"}])
+variable_decimal = dbz.variable_decimal
 
 
 def avro_row(key: int, seq: int) -> dict[str, Any]:
@@ -216,23 +146,7 @@ def avro_row(key: int, seq: int) -> dict[str, Any]:
 
 def avro_event(op: str, key: int, seq: int, lsn: int) -> dict[str, Any]:
     """A Debezium change event of `op` (I, U, D) for `key`: a delete carries the key's row as before."""
-    image = avro_row(key, seq)
-    source = {
-        "version": "3.6.1.Final", "connector": "postgresql", "ts_ms": 1_700_000_000_000 + lsn, "snapshot": "false",
-        "db": "shop", "sequence": f'["{lsn - 1}","{lsn}"]', "table": "accounts", "txId": lsn // 3, "lsn": lsn,
-        "xmin": None,
-    }  # fmt: skip
-    before, after = (image, None) if op == "D" else (None, image)
-    return {"before": before, "after": after, "source": source, "transaction": None, "op": AVRO_OPS[op], "ts_ms": lsn}
-
-
-AVRO_KEY: dict[str, Any] = {
-    "type": "record",
-    "name": "Key",
-    "namespace": "shop.public.accounts",
-    "fields": [{"name": "id", "type": "long"}],
-    "connect.name": "shop.public.accounts.Key",
-}
+    return dbz.event(op, avro_row(key, seq), lsn)
 
 
 def debezium_changes(topic: str, changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
