@@ -232,10 +232,10 @@ class DecodeConfig(Section):
     )
     direct_avro: bool = Field(
         True,
-        description="Avro of flat records of simple types (no envelope), into append, changelog or upsert tables "
-        "with those columns, partitioned or not: decoded in Python and written in one Spark job, each key's last "
-        "change chosen in the task that reads its topic-partition (docs/performance.md); false: always through "
-        "Spark's from_avro",
+        description="Avro records of simple types, Debezium's semantic types and nested records, or Debezium "
+        "envelopes of them, with string or Avro record keys, into append, changelog or upsert tables with those "
+        "columns, partitioned or not: decoded in Python and written in one Spark job, each key's last change chosen "
+        "in the task that reads its topic-partition (docs/performance.md); false: always through Spark's from_avro",
     )
 
 
