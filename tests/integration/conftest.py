@@ -28,12 +28,10 @@ def job_jvm_archive(stack: None, tmp_path_factory: pytest.TempPathFactory) -> It
     archive = jvm_archive.archive_path()
     if not archive.exists():
         _make_archive(archive, tmp_path_factory.mktemp("jvm-archive"))
-    before = os.environ.get(jvm_archive.ENV)
-    if archive.exists():
-        os.environ[jvm_archive.ENV] = jvm_archive.using_options(archive)
-    yield
-    if before is None:
-        os.environ.pop(jvm_archive.ENV, None)
+    with pytest.MonkeyPatch.context() as env:
+        if archive.exists():
+            env.setenv(jvm_archive.ENV, jvm_archive.using_options(archive))
+        yield
 
 
 def _make_archive(archive: Path, tmp: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 from pyspark.sql.types import (
@@ -36,8 +37,10 @@ from pyspark.sql.types import (
 )
 
 from icesink.batch.decode import debezium, semantic
+from icesink.batch.decode.connect_logical import DEBEZIUM_PARSE
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.kafka import wire
+from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_avro import DirectAvro, DirectWriter, reserved
 from icesink.tasks.envelope_rows import Envelope
 from icesink.tasks.semantic_values import Path
@@ -58,18 +61,10 @@ _LOGICAL: dict[tuple[str, str], DataType] = {
     ("long", "timestamp-micros"): TimestampType(),
     ("string", "uuid"): StringType(),
 }
-# The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS).
-SEMANTIC_BASE = {
-    "io.debezium.time.Date": "int",
-    "io.debezium.time.Timestamp": "long",
-    "io.debezium.time.MicroTimestamp": "long",
-    "io.debezium.time.NanoTimestamp": "long",
-    semantic.ZONED_TIMESTAMP: "string",
-    "io.debezium.time.Time": "int",
-    "io.debezium.time.MicroTime": "long",
-    semantic.VARIABLE_DECIMAL: "record",
-}
-_VARIABLE_DECIMAL = StructType([StructField("scale", IntegerType(), False), StructField("value", BinaryType(), False)])
+# The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS): the one
+# Connect JSON's values of it parse as (connect_logical.DEBEZIUM_PARSE), named as Avro names it.
+_AVRO_NAMES = {IntegerType: "int", LongType: "long", StringType: "string", StructType: "record"}
+SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items()}
 # The union check groups a batch's records by a 64-bit mask of which unions are null.
 MAX_UNIONS = 62
 
@@ -95,12 +90,19 @@ def avro_type(avro: Any) -> tuple[DataType, bool] | None:
         return None  # not as Debezium writes it: Spark's path decides what it means
     if base == "record":
         struct = record_struct(avro)
-        if struct is None or (name == semantic.VARIABLE_DECIMAL and struct != _VARIABLE_DECIMAL):
+        if struct is None or (name == semantic.VARIABLE_DECIMAL and not _same_fields(struct, DEBEZIUM_PARSE[name])):
             return None
         return struct, False
     if not isinstance(base, str) or base not in _PRIMITIVES:
         return None
     return _logical(avro, base)
+
+
+def _same_fields(struct: StructType, want: DataType) -> bool:
+    """Whether `struct` has `want`'s fields and types (from_avro makes a record's fields required)."""
+    return isinstance(want, StructType) and [(f.name, f.dataType) for f in struct.fields] == [
+        (f.name, f.dataType) for f in want.fields
+    ]
 
 
 def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
@@ -169,17 +171,25 @@ def inlined(schema: Any) -> Any:
     return walk(schema, None)
 
 
-def writer_struct(schema_text: str) -> StructType | None:
-    """The type Spark's from_avro gives a writer schema the decoder takes, else None."""
+@lru_cache(maxsize=1024)
+def _inlined_text(schema_text: str) -> Any:
+    """The writer schema parsed, its named types written out (once per schema: every batch asks);
+    None when it is not JSON. Callers do not change it."""
     try:
-        schema = inlined(json.loads(schema_text))
+        return inlined(json.loads(schema_text))
     except (ValueError, RecursionError):
         return None
+
+
+def writer_struct(schema_text: str) -> StructType | None:
+    """The type Spark's from_avro gives a writer schema the decoder takes, else None."""
+    schema = _inlined_text(schema_text)
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
     return record_struct(schema)
 
 
+@lru_cache(maxsize=1024)
 def row_struct(schema_text: str, envelope: EnvelopeSpec | None = None) -> StructType | None:
     """The row type Spark's path makes of a writer schema's records (semantic types converted; an
     envelope's image, operation and source columns), or None when the decoder does not take them."""
@@ -200,6 +210,18 @@ def row_struct(schema_text: str, envelope: EnvelopeSpec | None = None) -> Struct
         return debezium.row_type(decoded, envelope)
     except debezium.EnvelopeError:
         return None
+
+
+def merged_rows(writers: Mapping[bytes, str], envelope: EnvelopeSpec | None = None) -> StructType | None:
+    """The rows of several writer schemas merged, as Spark's path merges them for a new table's
+    columns (or a key column's struct); None when one is not taken or they conflict."""
+    out = StructType([])
+    for _, text in sorted(writers.items()):
+        struct = row_struct(text, envelope)
+        if struct is None or conflicts(out, struct):
+            return None
+        out = merged(out, struct)
+    return out
 
 
 def _fits(have: DataType, column: DataType) -> bool:
@@ -249,11 +271,12 @@ def _decimal(t: Any) -> tuple[int, int] | None:
     return None
 
 
+@lru_cache(maxsize=1024)
 def direct_writer(frame: bytes, text: str) -> DirectWriter | None:
-    """What the tasks need of one writer schema."""
+    """What the tasks need of one writer schema (whose rows `row_struct` took)."""
     if len(frame) != wire.HEADER_SIZE or frame[0] != 0:
         return None  # a GUID reference: records name it in a header, unframed
-    schema = inlined(json.loads(text))
+    schema = _inlined_text(text)
     typed = list(_typed_fields(schema["fields"]))
     decimals = tuple((path, *d) for path, t in typed if (d := _decimal(t)) is not None)
     unions = tuple((path, t.index("null")) for path, t in typed if isinstance(t, list))

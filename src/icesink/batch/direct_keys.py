@@ -13,10 +13,9 @@ from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
-from icesink.batch.direct_avro import direct_avro, row_struct
+from icesink.batch.direct_avro import direct_avro, merged_rows
 from icesink.batch.work import Planned
 from icesink.config import KeyFormat
-from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_avro import DirectAvro
 
 
@@ -31,7 +30,8 @@ class KeySide:
 
 @dataclass(frozen=True)
 class RecordKey:
-    """The key column of a table the one-pass job writes; pickled into its tasks."""
+    """The key column of a table the one-pass job writes (its tasks get the column and the decoder:
+    tasks/table_out.DirectTable)."""
 
     column: str
     decoder: DirectAvro | None = None  # Avro record keys: what the tasks decode them with
@@ -50,14 +50,9 @@ def key_side(ctx: BatchContext, planned: Planned) -> tuple[bool, KeySide | None]
     if decode.key_format is not KeyFormat.AVRO or not isinstance(decoder, AvroDecoder) or planned.keys is None:
         return False, None
     writers = decoder.writer_schemas(planned.keys)
-    if not writers:
+    struct = merged_rows(writers) if writers else None
+    if writers is None or struct is None:
         return False, None
-    struct = StructType([])
-    for _, text in sorted(writers.items()):
-        found = row_struct(text)
-        if found is None or conflicts(struct, found):
-            return False, None
-        struct = merged(struct, found)
     return True, KeySide(decode.key_column, struct, writers)
 
 

@@ -29,18 +29,17 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.records import change_spec
-from icesink.batch.direct_avro import direct_avro, row_struct
+from icesink.batch.direct_avro import direct_avro, merged_rows
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import Planned, partition_fields
 from icesink.batch.write import CHANGES_PER_TASK
-from icesink.config import Envelope, IncompatiblePolicy, OrderScope, ValueFormat, WriteMode
+from icesink.config import IncompatiblePolicy, OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange
-from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
 from icesink.tasks.table_out import DirectDecoder
@@ -157,12 +156,10 @@ def _new_json_schema(ctx: BatchContext, targets: Targets, item: Item) -> StructT
 
 def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem | None:
     _, table, planned = item
-    decoder, config = ctx.decoder, ctx.config
+    decoder = ctx.decoder
     if not isinstance(decoder, AvroDecoder):
         return None
-    envelope = decoder.envelope if config.decode.envelope is Envelope.DEBEZIUM else None
-    if config.decode.envelope is not Envelope.NONE and envelope is None:
-        return None
+    envelope = decoder.envelope  # the config's (decode/build.py), a Debezium one or none
     writers = decoder.writer_schemas(planned.values)
     if writers is None:
         return None
@@ -170,13 +167,7 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem
     if table is not None:
         schema = ctx.catalog.spark_schema(table)
     else:  # created with the writer schemas' rows, as the usual path would (records.decode_table)
-        schema = StructType([])
-        for _, text in sorted(writers.items()):
-            struct = row_struct(text, envelope)
-            if struct is None or conflicts(schema, struct):
-                return None
-            schema = merged(schema, struct)
-        schema = with_key_column(schema, key)
+        schema = with_key_column(merged_rows(writers, envelope), key)
     if schema is None:
         return None
     fits, record = record_key(schema, key)

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from icesink.tasks.semantic_values import Path, converted
 
-OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
+OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}  # Debezium's op -> the operation column (Spark's path's too)
 _SPELLINGS = pa.array(list(OPS))
 _CODES = pa.array(list(OPS.values()))
 

@@ -33,7 +33,7 @@ class Logical:
 
 # What from_json parses each of Debezium's semantic types as; they convert as for Avro
 # (`semantic.CONVERSIONS`), and those that can fail to convert exactly are checked.
-_DEBEZIUM_PARSE: dict[str, DataType] = {
+DEBEZIUM_PARSE: dict[str, DataType] = {
     "io.debezium.time.Date": IntegerType(),
     "io.debezium.time.Timestamp": LongType(),
     "io.debezium.time.MicroTimestamp": LongType(),
@@ -52,5 +52,5 @@ LOGICAL: dict[str, Logical] = {
     "org.apache.kafka.connect.data.Timestamp": Logical(LongType(), TimestampType(), F.timestamp_millis, False),
     # Not among Avro's conversions (there it stays nanoseconds): micros of the day like Time and MicroTime.
     "io.debezium.time.NanoTime": Logical(LongType(), LongType(), lambda c: F.floor(c / 1000).cast("long"), False),
-    **{name: Logical(parse, *semantic.CONVERSIONS[name], name in _CHECKED) for name, parse in _DEBEZIUM_PARSE.items()},
+    **{name: Logical(parse, *semantic.CONVERSIONS[name], name in _CHECKED) for name, parse in DEBEZIUM_PARSE.items()},
 }

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from icesink.batch.decode import error, no_error
+from icesink.tasks.envelope_rows import OPS
 
-OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
 SOURCE_PREFIX = "_source_"
 
 
