@@ -23,6 +23,10 @@ from pathlib import Path
 ENV = "ICESINK_TEST_JAVA_OPTIONS"  # the options test job processes get (set by the tests' session)
 CACHE = Path(os.environ.get("ICESINK_CACHE", Path.home() / ".cache" / "icesink"))
 C1_ONLY = "-XX:TieredStopAtLevel=1"
+# The JVM writes its warnings to stdout by default, where a CLI's `--json` answer goes: a job whose
+# classpath differs from the archive's (`icesink maintain` loads fewer jars) warns that it cannot
+# map it, and that line broke the answer's JSON. The warnings go to stderr instead.
+WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 
 
 def _java() -> str:
@@ -44,9 +48,9 @@ def archive_path() -> Path:
 
 def making_options(target: Path) -> str:
     """The options of the job run that makes the archive at `target`."""
-    return f"-XX:ArchiveClassesAtExit={target} {C1_ONLY}"
+    return f"-XX:ArchiveClassesAtExit={target} {C1_ONLY} {WARNINGS_TO_STDERR}"
 
 
 def using_options(archive: Path) -> str:
     """The options of a job run that maps its classes from `archive`."""
-    return f"-XX:SharedArchiveFile={archive} {C1_ONLY}"
+    return f"-XX:SharedArchiveFile={archive} {C1_ONLY} {WARNINGS_TO_STDERR}"
