@@ -109,36 +109,42 @@ def _framed(fields: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 _UNION = "__icesink_union_"
+_SKIPPED = "__icesink_skipped_"
 
 
 def _union_column(j: int) -> str:
     return f"{_UNION}{j}"
 
 
-def _with_union_indexes(
-    fields: list[dict[str, Any]], numbers: dict[Path, int], nulls: frozenset[Path], path: Path = ()
+def _union_indexes(
+    fields: list[dict[str, Any]], numbers: dict[Path, int], nulls: frozenset[Path]
 ) -> list[dict[str, Any]]:
-    """The fields of records whose null unions are `nulls`, at any depth: each union read as its
-    branch index (a long, `_union_column` of its number), then the value's own type where it is
-    not null. polars reads any index but the null one as the value, where Avro (Spark's decoder)
-    refuses an index beyond the union; this reading checks the index of each record."""
-    out = []
-    for f in fields:
-        at, t = (*path, f["name"]), f["type"]
-        if not isinstance(t, list):
-            out.append({**f, "type": _indexed(t, numbers, nulls, at)})
-            continue
-        out.append({"name": _union_column(numbers[at]), "type": "long"})
-        if at not in nulls:
-            [branch] = [b for b in t if b != "null"]
-            out.append({"name": f["name"], "type": _indexed(branch, numbers, nulls, at)})
+    """The fields of records whose null unions are `nulls`, as one flat record: each union read as
+    its branch index (a long, `_union_column` of its number), then, where it is not null, its
+    branch. polars reads any index but the null one as the value, where Avro (Spark's decoder)
+    refuses an index beyond the union; this reading checks the index of each record.
+
+    Flat, because a record's encoding is its fields' encodings end to end: the fields of nested
+    records (and of a union's record branch) are read in place of the record, so the check keeps
+    only the index columns and builds no struct (half the cost of a nested reading, in a Debezium
+    envelope). The other fields are renamed: they are parsed, never kept."""
+    out: list[dict[str, Any]] = []
+
+    def walk(fields: list[dict[str, Any]], path: Path) -> None:
+        for f in fields:
+            at, t = (*path, f["name"]), f["type"]
+            if isinstance(t, list):
+                out.append({"name": _union_column(numbers[at]), "type": "long"})
+                if at in nulls:
+                    continue
+                [t] = [b for b in t if b != "null"]
+            if isinstance(t, dict) and t.get("type") == "record":
+                walk(t["fields"], at)
+            else:
+                out.append({"name": f"{_SKIPPED}{len(out)}", "type": t})
+
+    walk(fields, ())
     return out
-
-
-def _indexed(t: Any, numbers: dict[Path, int], nulls: frozenset[Path], at: Path) -> Any:
-    if isinstance(t, dict) and t.get("type") == "record":
-        return {**t, "fields": _with_union_indexes(t["fields"], numbers, nulls, at)}
-    return t
 
 
 def column_at(table: pa.Table, path: Path) -> pa.Array:
@@ -160,7 +166,8 @@ class AvroRows:
         self._direct = direct
         self._schema = schema  # the table's Arrow schema (field ids), in column order
         self._headers = {w.frame: _container_header(_framed(w.schema["fields"])) for w in direct.writers}
-        self._index_headers: dict[tuple[bytes, frozenset[Path]], bytes] = {}
+        # (frame, null unions) -> the container header of the index reading, and its index columns
+        self._index_readings: dict[tuple[bytes, frozenset[Path]], tuple[bytes, list[str]]] = {}
         self._mark = secrets.token_bytes(_MARK_SIZE)  # unguessable: no body can fake it
 
     def decode(self, values: pa.Array, named: pa.Array | None = None, carry: pa.Table | None = None) -> pa.Table | None:
@@ -248,15 +255,14 @@ class AvroRows:
         if len(patterns) > _MAX_NULL_PATTERNS:
             return False
         numbers = {path: j for j, (path, _) in enumerate(w.unions)}
-        # Only the indexes kept (and the records holding nested ones): a third of the cost of every column.
-        roots = {path[0] for path, _ in w.unions if len(path) > 1}
         for p in patterns:
             nulls = frozenset(path for j, (path, _) in enumerate(w.unions) if p >> j & 1)
-            fields = _with_union_indexes(w.schema["fields"], numbers, nulls)
-            header = self._index_headers.get((w.frame, nulls))
-            if header is None:
-                header = self._index_headers[(w.frame, nulls)] = _container_header(_framed(fields))
-            kept = [f["name"] for f in fields if f["name"].startswith(_UNION) or f["name"] in roots]
+            reading = self._index_readings.get((w.frame, nulls))
+            if reading is None:
+                fields = _union_indexes(w.schema["fields"], numbers, nulls)
+                kept = [f["name"] for f in fields if f["name"].startswith(_UNION)]
+                reading = self._index_readings[(w.frame, nulls)] = (_container_header(_framed(fields)), kept)
+            header, kept = reading
             mine = values if len(patterns) == 1 else values.filter(pc.equal(pattern, p))
             checked = self._read(header, mine, [*kept, _END])
             if checked is None or not _indexes_as_read(checked, w, nulls):
@@ -287,7 +293,7 @@ def _indexes_as_read(checked: pa.Table, w: DirectWriter, nulls: frozenset[Path])
         if any(path[:k] in nulls for k in range(1, len(path))):
             continue
         want = null_at if path in nulls else 1 - null_at
-        if not pc.all(pc.equal(column_at(checked, (*path[:-1], _union_column(j))), want)).as_py():
+        if not pc.all(pc.equal(checked.column(_union_column(j)), want)).as_py():
             return False
     return True
 
