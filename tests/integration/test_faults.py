@@ -55,45 +55,63 @@ def restore_stack() -> Iterator[None]:
 # ---------------------------------------------------------------- 1, 2: crashes
 
 
-@pytest.mark.parametrize("point", ["after-dead-letters", "mid-write", "executor-write", "after-commit"])
-def test_crash_at_the_worst_moments_replays_once(
-    point: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+# Each worst moment of batch 1, one run after another: every run replays the batch the run before
+# it was killed in, and is killed at the next moment of that replay; the last run goes to the end.
+CRASHES = ["after-dead-letters", "mid-write", "executor-write", "after-commit"]
+
+
+def test_crashes_at_the_worst_moments_of_a_replayed_batch_replay_once(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
+    """Batch 1 killed after the dead letters are committed and before the tables are; its replay
+    killed while the tables' files are written; the next replay losing a Python worker after it
+    wrote its files (Spark fails the batch); the next killed after every table committed and
+    before Spark's commit log; the last run finds batch 1 in the tables and goes on. Poison in
+    every batch of both tables (their records go Spark's way, with dead letters). At the end every
+    good record is in its table once, every poison record in the dead-letter table once, and the
+    files the killed writes left are referenced by no snapshot."""
     orders, refunds = scenario.topic("orders.20240201"), scenario.topic("refunds.20240201")
     create_topics(orders, refunds)
     ledger = Ledger()
-    ledger.good(orders, 300)
-    ledger.poison(orders, JSON_POISON)
-    ledger.good(refunds, 200)
-    ledger.poison(refunds, JSON_POISON[:3])
+    for _ in range(4):  # a poison record every 31-52 offsets of each partition: in each batch's share
+        for partition in (0, 1):
+            ledger.good(orders, 50, partition)
+            ledger.poison(orders, JSON_POISON[:2], partition)
+            ledger.good(refunds, 30, partition)
+            ledger.poison(refunds, JSON_POISON[2:3], partition)
     config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 300})
     tables = [scenario.table("orders"), scenario.table("refunds")]
+    letters = dead_letters(scenario)
 
-    crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
-    if point == "executor-write":  # only a Python worker died: Spark fails the task, the job exits
-        assert crashed.returncode == 1, crashed.stderr[-3000:]
-    else:
-        assert crashed.returncode in KILLED, crashed.stderr[-3000:]
-    counts = {t: len(snapshots(spark, t)) for t in tables}
-    if point in ("mid-write", "executor-write", "after-dead-letters"):
-        assert counts == dict.fromkeys(tables, 1), f"only batch 0 may be committed: {counts}"
-    if point == "after-commit":
-        assert counts == dict.fromkeys(tables, 2), f"batch 1 was committed before the kill: {counts}"
-    written = [*tables, dead_letters(scenario)]  # the dead letters are written first
-    stored_before = set().union(*(oracle.data_files_in_storage(spark, t) for t in written if table_exists(spark, t)))
+    def stored() -> set[str]:
+        written = [*tables, letters]
+        return set().union(*(oracle.data_files_in_storage(spark, t) for t in written if table_exists(spark, t)))
 
-    ledger.good(orders, 50)  # the stream goes on while the job is down
+    left: dict[str, set[str]] = {}  # the files each killed write added
+    for point in CRASHES:
+        before = stored()
+        crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
+        if point == "executor-write":  # only a Python worker died: Spark fails the task, the job exits
+            assert crashed.returncode == 1, crashed.stderr[-3000:]
+        else:
+            assert crashed.returncode in KILLED, crashed.stderr[-3000:]
+            assert f"SIGKILL at {point} of batch 1" in crashed.stderr
+        counts = {t: len(snapshots(spark, t)) for t in [*tables, letters]}
+        batches = 2 if point == "after-commit" else 1  # the tables hold batch 0, and batch 1 once committed
+        assert counts == {**dict.fromkeys(tables, batches), letters: 2}, f"{point}: {counts}"
+        left[point] = stored() - before
+        ledger.good(orders, 20)  # the stream goes on while the job is down
+
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    if point == "after-commit":  # Spark replays batch 1 from its offset log; the tables drop it
-        assert "already holds these offsets" in resumed.stderr
-
+    assert "already holds these offsets" in resumed.stderr, "Spark replays batch 1 again; the tables drop it"
     for table, topic in zip(tables, (orders, refunds), strict=True):
-        oracle.check(spark, ledger, table, [topic], dead_letters(scenario), scenario.checkpoint)
-    if point in ("mid-write", "executor-write"):
-        referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in written))
-        orphans = stored_before - referenced
-        assert orphans, "the killed batch wrote files; they stay unreferenced (`icesink maintain` removes them)"
+        oracle.check(spark, ledger, table, [topic], letters, scenario.checkpoint)
+    referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in [*tables, letters]))
+    for point in ("mid-write", "executor-write"):
+        assert left[point] - referenced, (
+            f"{point}: the killed write's files stay unreferenced (`maintain` removes them)"
+        )
 
 
 # Each point with one format: the crash is the same whichever decoder filled the files.
@@ -314,11 +332,10 @@ def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_no
     create_topics(*topics, partitions=1)
     ledger = Ledger()
     for t in topics:
-        ledger.good(t, 4, partition=0)
-    config = scenario.write_config(tmp_path / "job.yaml")
-    assert run_cli(config).returncode == 0  # batch 0 creates the 12 tables, side by side
-    for t in topics:
-        ledger.good(t, 3, partition=0)
+        ledger.good(t, 7, partition=0)
+    # Batch 0 (4 records a topic: 54 x 7/84 = 4.5, floored) creates the 12 tables side by side;
+    # batch 1 (the other 3 a topic) is the one fenced.
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 54})
 
     env, release = pause_env(tmp_path, "before-table-commit", 1)
     log = tmp_path / "job.log"
@@ -361,27 +378,29 @@ def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_no
 # ---------------------------------------------------------------- 5: commit outcome unknown
 
 
-# 502 is answered as 503 is (both a gateway's error after the commit reached the catalog): one of them.
-@pytest.mark.parametrize("fault", ["drop", "503", "outage"])
-def test_a_lost_commit_answer_is_settled_from_the_table(
-    fault: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+def test_lost_commit_answers_are_settled_from_the_table(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
+    """Four batches in a row whose commit answers are lost after the catalog applied them: the
+    connection dropped, a 503 (a gateway's error; a 502 is answered the same), a 503 and the
+    catalog unreachable for 15 s (the job cannot even look), a drop again right after. Each batch is
+    settled from the table: committed once, never again."""
     topic = scenario.topic("payments.20240205")
-    create_topics(topic)
+    create_topics(topic, partitions=1)  # 100 records a batch, exactly: four batches
     ledger = Ledger()
-    ledger.good(topic, 200)
+    ledger.good(topic, 400)
     table = scenario.table("payments")
-    with CatalogProxy(CATALOG_URI, fault, commits_to_fail=2) as proxy:
+    lost = ["drop", "503", "outage", "drop"]
+    with CatalogProxy(CATALOG_URI, lost) as proxy:
         config = scenario.write_config(
             tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 100}
         )
         result = run_cli(config)
     (tmp_path / "job.log").write_text(result.stderr)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert proxy.faults == 2, "both batches' commit answers were lost"
-    if fault == "outage":
-        assert proxy.refused > 0, "the catalog was unreachable right after the lost answers"
-    assert len(snapshots(spark, table)) == 2, "each batch exactly once"
+    assert proxy.faults == lost, "every batch's commit answer was lost"
+    assert proxy.refused > 0, "the catalog was unreachable right after the third lost answer"
+    assert len(snapshots(spark, table)) == 4, "each batch exactly once"
     oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
 
 

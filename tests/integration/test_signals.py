@@ -93,9 +93,11 @@ def test_a_second_signal_aborts_at_once_and_the_restart_adds_nothing_twice(
     oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
 
 
-def test_sigterm_to_spark_submit_stops_the_job_between_batches(
+def test_scripts_submit_runs_the_job_and_sigterm_to_spark_submit_stops_it_between_batches(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
+    """`scripts/submit` on a local master (the package, the jars, the config through spark-submit)
+    runs the job; a SIGTERM to spark-submit's JVM stops it after the batch it runs commits."""
     topic = scenario.topic("tolls.20240303")
     create_topics(topic)
     ledger = Ledger()
@@ -115,6 +117,9 @@ def test_sigterm_to_spark_submit_stops_the_job_between_batches(
     finally:
         text = finish(job, log, 120)
     assert job.returncode == 0, text[-3000:]
+    assert "[submit]" in text
+    assert "spark-submit --master local[2]" in text
+    assert "--py-files dist/icesink-" in text
     assert "SIGTERM: stopping after the current batch commits" in text
     assert "icesink: stopped by SIGTERM; the last committed batch is 0:" in text
     assert not any(t in text for t in NO_TRACE), text[-3000:]

@@ -1,10 +1,11 @@
-"""A loopback HTTP proxy in front of the REST catalog that loses the answer to a table commit.
+"""A loopback HTTP proxy in front of the REST catalog that loses the answers to table commits.
 
 The commit reaches the catalog and is applied; the client then sees no answer (`drop`: the
 connection is closed) or a 503/502 (`503`, `502`), as with a load balancer timing out; with
 `outage`, every request after the lost answer also gets a 503 for `outage_s` seconds, so the
 client cannot even look whether its commit landed. The job cannot tell whether its snapshot
-landed: exactly the case it must settle from the table itself.
+landed: exactly the case it must settle from the table itself. `faults` are the ways the next
+commits' answers are lost, one commit each, in order.
 """
 
 from __future__ import annotations
@@ -13,19 +14,19 @@ import http.client
 import json
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 
 
 class CatalogProxy:
-    def __init__(self, upstream: str, fault: str, commits_to_fail: int = 1, outage_s: float = 15) -> None:
+    def __init__(self, upstream: str, faults: Sequence[str], outage_s: float = 15) -> None:
         self.upstream = urlparse(upstream)
-        self.fault = fault
         self.outage_s = outage_s
         self.down_until = 0.0
         self.refused = 0  # requests answered 503 during an outage
-        self.remaining = commits_to_fail
-        self.faults = 0  # answers lost so far
+        self.remaining = list(faults)
+        self.faults: list[str] = []  # the answers lost so far, how
         self.commits = 0  # table commits forwarded
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -44,25 +45,25 @@ class CatalogProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def _lose_this_answer(self, method: str, path: str, body: bytes) -> bool:
+    def _lose_this_answer(self, method: str, path: str, body: bytes) -> str | None:
         # A table commit: POST /v1/namespaces/{ns}/tables/{table} with a new snapshot.
         parts = path.split("?")[0].strip("/").split("/")
         if method != "POST" or len(parts) != 5 or parts[3] != "tables" or b"add-snapshot" not in body:
-            return False
+            return None
         try:
             name = parts[4]
             updates = json.loads(body).get("updates", [])
         except ValueError:
-            return False
+            return None
         with self._lock:
             self.commits += 1
-            if self.remaining <= 0 or name == "dead_letters" or not updates:
-                return False
-            self.remaining -= 1
-            self.faults += 1
-            if self.fault == "outage":
+            if not self.remaining or name == "dead_letters" or not updates:
+                return None
+            fault = self.remaining.pop(0)
+            self.faults.append(fault)
+            if fault == "outage":
                 self.down_until = time.monotonic() + self.outage_s
-            return True
+            return fault
 
     def _down(self) -> bool:
         with self._lock:
@@ -96,10 +97,10 @@ class CatalogProxy:
                 answer = conn.getresponse()
                 payload = answer.read()
                 conn.close()
-                if lose and proxy.fault == "drop":
+                if lose == "drop":
                     self.close_connection = True  # applied upstream, no answer here
                     return
-                status = (503 if proxy.fault == "outage" else int(proxy.fault)) if lose else answer.status
+                status = (503 if lose == "outage" else int(lose)) if lose else answer.status
                 self.send_response(status)
                 sent = {"content-length", "connection", "transfer-encoding"}
                 for k, v in answer.getheaders():
