@@ -8,7 +8,8 @@ and the C1 compiler alone (a test job's few records never pay back C2), 18.5 s.
 
 The archive is made once per machine, Java and classpath (`archive_path`'s key): one small job run
 with `-XX:ArchiveClassesAtExit`, kept in the cache. A JVM whose classpath does not match an archive
-warns and runs without it, so a stale one costs speed, never a result. Test processes only: the
+warns (on stderr: icesink.job.session.DRIVER_LOG_OPTIONS; `icesink maintain` loads fewer jars and
+always does) and runs without it, so a stale one costs speed, never a result. Test processes only: the
 options reach a job through its written config (`Scenario.write_config`), never the product's
 defaults.
 """
@@ -23,10 +24,6 @@ from pathlib import Path
 ENV = "ICESINK_TEST_JAVA_OPTIONS"  # the options test job processes get (set by the tests' session)
 CACHE = Path(os.environ.get("ICESINK_CACHE", Path.home() / ".cache" / "icesink"))
 C1_ONLY = "-XX:TieredStopAtLevel=1"
-# The JVM writes its warnings to stdout by default, where a CLI's `--json` answer goes: a job whose
-# classpath differs from the archive's (`icesink maintain` loads fewer jars) warns that it cannot
-# map it, and that line broke the answer's JSON. The warnings go to stderr instead.
-WARNINGS_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
 
 
 def _java() -> str:
@@ -48,9 +45,9 @@ def archive_path() -> Path:
 
 def making_options(target: Path) -> str:
     """The options of the job run that makes the archive at `target`."""
-    return f"-XX:ArchiveClassesAtExit={target} {C1_ONLY} {WARNINGS_TO_STDERR}"
+    return f"-XX:ArchiveClassesAtExit={target} {C1_ONLY}"
 
 
 def using_options(archive: Path) -> str:
     """The options of a job run that maps its classes from `archive`."""
-    return f"-XX:SharedArchiveFile={archive} {C1_ONLY} {WARNINGS_TO_STDERR}"
+    return f"-XX:SharedArchiveFile={archive} {C1_ONLY}"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from icesink.config import load_config
-from icesink.job.session import JIT_OPTIONS, jvm_conf, with_jit_options
+from icesink.job.session import DRIVER_LOG_OPTIONS, JIT_OPTIONS, jvm_conf, with_jit_options
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -297,9 +297,10 @@ def test_submit_refuses_what_cannot_work() -> None:
 
 
 def test_a_session_that_launches_its_jvm_adds_the_jit_option_to_the_users_own() -> None:
-    conf = jvm_conf({"spark.executor.extraJavaOptions": "-Dfoo=1"})
+    conf = jvm_conf({"spark.executor.extraJavaOptions": "-Dfoo=1", "spark.driver.extraJavaOptions": "-Xlog:gc"})
     assert conf == {
-        "spark.driver.extraJavaOptions": JIT_OPTIONS,
+        # The driver JVM's warnings go to stderr; the user's -Xlog comes after and still applies.
+        "spark.driver.extraJavaOptions": f"{DRIVER_LOG_OPTIONS} {JIT_OPTIONS} -Xlog:gc",
         "spark.executor.extraJavaOptions": f"{JIT_OPTIONS} -Dfoo=1",
     }
     # A user who decided it keeps their choice.

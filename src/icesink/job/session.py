@@ -116,11 +116,21 @@ def with_jit_options(options: str) -> str:
     return options if "DontCompileHugeMethods" in options else f"{JIT_OPTIONS} {options}".strip()
 
 
+# The JVM writes its own warnings (an option it ignores, a class-data archive it cannot map) to
+# stdout by default, where a command's answer goes: one such line made `icesink maintain --json`
+# print what is not JSON. They go to stderr, with the job's log; -Xlog options of the user's own
+# come after these and still apply.
+DRIVER_LOG_OPTIONS = "-Xlog:disable -Xlog:all=warning:stderr"
+
+
 def jvm_conf(conf: dict[str, str]) -> dict[str, str]:
-    """The JVMs' extra options of `conf` with `JIT_OPTIONS`: for a session that launches its own
-    driver JVM. Under spark-submit the JVM already runs and these keys came from its command line
-    (scripts/submit sets them), so the job leaves them alone."""
-    return {k: with_jit_options(conf.get(k, "")) for k in _JVM_OPTIONS}
+    """The JVMs' extra options of `conf` with `JIT_OPTIONS`, the driver's with `DRIVER_LOG_OPTIONS`
+    first: for a session that launches its own driver JVM. Under spark-submit the JVM already runs
+    and these keys came from its command line (scripts/submit sets them), so the job leaves them
+    alone."""
+    out = {k: with_jit_options(conf.get(k, "")) for k in _JVM_OPTIONS}
+    out["spark.driver.extraJavaOptions"] = f"{DRIVER_LOG_OPTIONS} {out['spark.driver.extraJavaOptions']}"
+    return out
 
 
 def session_conf(config: Config) -> dict[str, str]:
