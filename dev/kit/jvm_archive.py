@@ -8,9 +8,9 @@ and the C1 compiler alone (a test job's few records never pay back C2), 18.5 s.
 
 The archive is made once per machine, Java and classpath (`archive_path`'s key): one small job run
 with `-XX:ArchiveClassesAtExit`, kept in the cache. A JVM whose classpath does not match an archive
-warns (on stderr: icesink.job.session.DRIVER_LOG_OPTIONS; `icesink maintain` loads fewer jars and
-always does) and runs without it, so a stale one costs speed, never a result. Test processes only: the
-options reach a job through its written config (`Scenario.write_config`), never the product's
+warns (on stderr: icesink.job.session.DRIVER_LOG_OPTIONS; a `maintain` job, whose classpath is
+shorter, always does) and runs without it, so a stale one costs speed, never a result. Test processes
+only: the options reach a job through its written config (`Scenario.write_config`), never the product's
 defaults.
 """
 
