@@ -6,12 +6,12 @@ both JIT tiers. Measured on the 2-core machine, a 10-record job: 32 s end to end
 classes mapped from an archive an earlier run made (the JDK's AppCDS, `-XX:SharedArchiveFile`)
 and the C1 compiler alone (a test job's few records never pay back C2), 18.5 s.
 
-The archive is made once per machine, Java and classpath (`archive_path`'s key): one small job run
-with `-XX:ArchiveClassesAtExit`, kept in the cache. A JVM whose classpath does not match an archive
-warns (on stderr: icesink.job.session.DRIVER_LOG_OPTIONS; a `maintain` job, whose classpath is
-shorter, always does) and runs without it, so a stale one costs speed, never a result. Test processes
-only: the options reach a job through its written config (`Scenario.write_config`), never the product's
-defaults.
+The archive is made once per machine, Java and classpath, paths included (`archive_key`: a clone
+elsewhere has its own): one small job run with `-XX:ArchiveClassesAtExit`, kept in the cache with
+the two others used last. A JVM whose classpath does not match an archive warns (on stderr:
+icesink.job.session.DRIVER_LOG_OPTIONS; a `maintain` job, whose classpath is shorter, always does)
+and runs without it, so a stale one costs speed, never a result. Test processes only: the options
+reach a job through its written config (`Scenario.write_config`), never the product's defaults.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import hashlib
 import os
 import subprocess
 from pathlib import Path
+
+from icesink.job.session import JARS_ENV  # the stack's extra jars, on the driver's classpath too
 
 ENV = "ICESINK_TEST_JAVA_OPTIONS"  # the options test job processes get (set by the tests' session)
 CACHE = Path(os.environ.get("ICESINK_CACHE", Path.home() / ".cache" / "icesink"))
@@ -32,15 +34,25 @@ def _java() -> str:
 
 
 def archive_path() -> Path:
-    """Where the archive of this machine's Java and pyspark jars is (made or not)."""
+    """Where the archive of this machine's Java and driver classpath is (made or not)."""
     import pyspark
 
-    jars = Path(pyspark.__file__).parent / "jars"
     version = subprocess.run([_java(), "-version"], capture_output=True, text=True, timeout=60).stderr
-    key = hashlib.sha256(version.encode())
-    for jar in sorted(jars.glob("*.jar")):
-        key.update(f"{jar.name}:{jar.stat().st_size}".encode())
-    return CACHE / "cds" / f"driver-{key.hexdigest()[:16]}.jsa"
+    return CACHE / "cds" / f"driver-{archive_key(version, Path(pyspark.__file__).parent / 'jars')}.jsa"
+
+
+def archive_key(java_version: str, *folders: Path) -> str:
+    """The key of an archive: Java's version and the jars of the driver's classpath, by path, name
+    and size. The JVM maps an archive only for the classpath it was made with, paths included: a
+    clone elsewhere (CI's) has its own pyspark jars and needs its own archive, or every job of its
+    run warns and goes without one (which CI did, unseen, until the key had the paths)."""
+    key = hashlib.sha256(java_version.encode())
+    folders = (*folders, *([Path(os.environ[JARS_ENV])] if os.environ.get(JARS_ENV) else []))
+    for folder in folders:
+        key.update(str(folder.resolve()).encode())
+        for jar in sorted(folder.glob("*.jar")):
+            key.update(f"{jar.name}:{jar.stat().st_size}".encode())
+    return key.hexdigest()[:16]
 
 
 def making_options(target: Path) -> str:
@@ -51,3 +63,14 @@ def making_options(target: Path) -> str:
 def using_options(archive: Path) -> str:
     """The options of a job run that maps its classes from `archive`."""
     return f"-XX:SharedArchiveFile={archive} {C1_ONLY}"
+
+
+def keep_recent(used: Path, most: int = 3) -> None:
+    """Marks `used` as used now and deletes all but the `most` archives used last: each clone's
+    path has its own (~200 MB), and CI clones anew. A job already mapping a deleted one keeps it;
+    a job started later without it warns and runs without one."""
+    if used.exists():
+        os.utime(used)
+    archives = sorted(used.parent.glob("driver-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in archives[most:]:
+        old.unlink(missing_ok=True)

@@ -23,11 +23,12 @@ log = logging.getLogger(__name__)
 @pytest.fixture(scope="session", autouse=True)
 def job_jvm_archive(stack: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Job processes map their driver's classes from an archive (made here by one small job run
-    when this machine has none for its Java and jars) and JIT with C1 alone: 32 -> 18.5 s for a
-    small job. Without an archive (its run failed) they run as before, slower."""
+    when this machine has none for its Java and classpath, ~1.5 minutes) and JIT with C1 alone:
+    32 -> 18.5 s for a small job. Without an archive (its run failed) they run as before, slower."""
     archive = jvm_archive.archive_path()
     if not archive.exists():
         _make_archive(archive, tmp_path_factory.mktemp("jvm-archive"))
+    jvm_archive.keep_recent(archive)
     with pytest.MonkeyPatch.context() as env:
         if archive.exists():
             env.setenv(jvm_archive.ENV, jvm_archive.using_options(archive))
