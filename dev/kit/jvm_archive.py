@@ -35,19 +35,24 @@ def _java() -> str:
 
 def archive_path() -> Path:
     """Where the archive of this machine's Java and driver classpath is (made or not)."""
+    version = subprocess.run([_java(), "-version"], capture_output=True, text=True, timeout=60).stderr
+    return CACHE / "cds" / f"driver-{archive_key(version, classpath_folders())}.jsa"
+
+
+def classpath_folders() -> list[Path]:
+    """The folders of the driver's jars: pyspark's, and the stack's extra jars when set."""
     import pyspark
 
-    version = subprocess.run([_java(), "-version"], capture_output=True, text=True, timeout=60).stderr
-    return CACHE / "cds" / f"driver-{archive_key(version, Path(pyspark.__file__).parent / 'jars')}.jsa"
+    extra = os.environ.get(JARS_ENV)
+    return [Path(pyspark.__file__).parent / "jars", *([Path(extra)] if extra else [])]
 
 
-def archive_key(java_version: str, *folders: Path) -> str:
+def archive_key(java_version: str, folders: list[Path]) -> str:
     """The key of an archive: Java's version and the jars of the driver's classpath, by path, name
     and size. The JVM maps an archive only for the classpath it was made with, paths included: a
     clone elsewhere (CI's) has its own pyspark jars and needs its own archive, or every job of its
     run warns and goes without one (which CI did, unseen, until the key had the paths)."""
     key = hashlib.sha256(java_version.encode())
-    folders = (*folders, *([Path(os.environ[JARS_ENV])] if os.environ.get(JARS_ENV) else []))
     for folder in folders:
         key.update(str(folder.resolve()).encode())
         for jar in sorted(folder.glob("*.jar")):

@@ -82,9 +82,9 @@ def test_crashes_at_the_worst_moments_of_a_replayed_batch_replay_once(
     config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 300})
     tables = [scenario.table("orders"), scenario.table("refunds")]
     letters = dead_letters(scenario)
+    written = [*tables, letters]
 
     def stored() -> set[str]:
-        written = [*tables, letters]
         return set().union(*(oracle.data_files_in_storage(spark, t) for t in written if table_exists(spark, t)))
 
     left: dict[str, set[str]] = {}  # the files each killed write added
@@ -96,7 +96,7 @@ def test_crashes_at_the_worst_moments_of_a_replayed_batch_replay_once(
         else:
             assert crashed.returncode in KILLED, crashed.stderr[-3000:]
             assert f"SIGKILL at {point} of batch 1" in crashed.stderr
-        counts = {t: len(snapshots(spark, t)) for t in [*tables, letters]}
+        counts = {t: len(snapshots(spark, t)) for t in written}
         batches = 2 if point == "after-commit" else 1  # the tables hold batch 0, and batch 1 once committed
         assert counts == {**dict.fromkeys(tables, batches), letters: 2}, f"{point}: {counts}"
         left[point] = stored() - before
@@ -107,7 +107,7 @@ def test_crashes_at_the_worst_moments_of_a_replayed_batch_replay_once(
     assert "already holds these offsets" in resumed.stderr, "Spark replays batch 1 again; the tables drop it"
     for table, topic in zip(tables, (orders, refunds), strict=True):
         oracle.check(spark, ledger, table, [topic], letters, scenario.checkpoint)
-    referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in [*tables, letters]))
+    referenced = set().union(*(set(oracle.referenced_files(spark, t)) for t in written))
     for point in ("mid-write", "executor-write"):
         assert left[point] - referenced, (
             f"{point}: the killed write's files stay unreferenced (`maintain` removes them)"

@@ -26,7 +26,7 @@ class CatalogProxy:
         self.down_until = 0.0
         self.refused = 0  # requests answered 503 during an outage
         self.remaining = list(faults)
-        self.faults: list[str] = []  # the answers lost so far, how
+        self.faults: list[str] = []  # how each answer lost so far was lost
         self.commits = 0  # table commits forwarded
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())

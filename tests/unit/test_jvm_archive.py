@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dev.kit.jvm_archive import JARS_ENV, archive_key, keep_recent
+from dev.kit.jvm_archive import JARS_ENV, archive_key, classpath_folders, keep_recent
 
 
 def jars(folder: Path, sizes: dict[str, int]) -> Path:
@@ -18,24 +18,24 @@ def jars(folder: Path, sizes: dict[str, int]) -> Path:
     return folder
 
 
-def test_the_same_jars_in_another_clone_get_another_archive(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(JARS_ENV, raising=False)
+def test_the_same_jars_in_another_clone_get_another_archive(tmp_path: Path) -> None:
     here = jars(tmp_path / "main" / "jars", {"spark-core.jar": 3, "iceberg.jar": 2})
     there = jars(tmp_path / "ci" / "jars", {"spark-core.jar": 3, "iceberg.jar": 2})
-    assert archive_key("17", here) == archive_key("17", here)
-    assert archive_key("17", here) != archive_key("17", there), "the JVM refuses an archive of other paths"
-    assert archive_key("17", here) != archive_key("25", here)
-    before = archive_key("17", there)
+    assert archive_key("17", [here]) == archive_key("17", [here])
+    assert archive_key("17", [here]) != archive_key("17", [there]), "the JVM refuses an archive of other paths"
+    assert archive_key("17", [here]) != archive_key("25", [here])
+    before = archive_key("17", [there])
     (there / "iceberg.jar").write_bytes(b"xyz")
-    assert archive_key("17", there) != before, "another jar of the same name"
+    assert archive_key("17", [there]) != before, "another jar of the same name"
 
 
 def test_the_stacks_extra_jars_are_in_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pyspark = jars(tmp_path / "jars", {"spark-core.jar": 3})
-    monkeypatch.setenv(JARS_ENV, str(jars(tmp_path / "stack", {"iceberg-spark-runtime.jar": 4})))
-    with_one = archive_key("17", pyspark)
-    (tmp_path / "stack" / "kafka-clients.jar").write_bytes(b"k")
-    assert archive_key("17", pyspark) != with_one
+    stack = jars(tmp_path / "stack", {"iceberg-spark-runtime.jar": 4})
+    monkeypatch.setenv(JARS_ENV, str(stack))
+    assert classpath_folders()[1:] == [stack]
+    with_one = archive_key("17", classpath_folders())
+    (stack / "kafka-clients.jar").write_bytes(b"k")
+    assert archive_key("17", classpath_folders()) != with_one
 
 
 def test_only_the_archives_used_last_are_kept(tmp_path: Path) -> None:
