@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
 from icesink.batch.decode import semantic
+from icesink.schema.connect import VARIABLE_DECIMAL, ZONED_TIMESTAMP
 from icesink.tasks import semantic_values
 from icesink.tasks.decode_json import DeclinedValueError
 
@@ -34,12 +35,12 @@ CASES: list[tuple[str, Any, pa.DataType, list[Any]]] = [
     ("io.debezium.time.Time", IntegerType(), pa.int32(), [0, 86_399_999, None]),
     ("io.debezium.time.MicroTime", LongType(), pa.int64(), [0, 86_399_999_999, None]),
     (
-        semantic.ZONED_TIMESTAMP, StringType(), pa.string(),
+        ZONED_TIMESTAMP, StringType(), pa.string(),
         ["2024-01-02T03:04:05Z", "2024-01-02T03:04:05.5+02:00", "1969-12-31T23:59:59.999999-05:30",
          "2024-02-29T00:00:00.123Z", None],
     ),
     (
-        semantic.VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]),
+        VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]),
         [_vsd(12_345_678, 3), _vsd(-5, 2), _vsd(5, -2), _vsd(10**19, 0), _vsd(1, 18), _vsd(10, 19), None],
     ),
 ]  # fmt: skip
@@ -77,10 +78,10 @@ def test_the_tasks_convert_as_sparks_path_does(
 @pytest.mark.parametrize(
     ("name", "spark_type", "arrow_type", "value"),
     [
-        (semantic.VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(11, 19)),
-        (semantic.VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(10**20, 0)),
-        (semantic.ZONED_TIMESTAMP, StringType(), pa.string(), "2024-13-01T00:00:00Z"),
-        (semantic.ZONED_TIMESTAMP, StringType(), pa.string(), "soon"),
+        (VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(11, 19)),
+        (VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(10**20, 0)),
+        (ZONED_TIMESTAMP, StringType(), pa.string(), "2024-13-01T00:00:00Z"),
+        (ZONED_TIMESTAMP, StringType(), pa.string(), "soon"),
     ],
 )
 def test_what_sparks_path_makes_a_dead_letter_the_tasks_decline(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 
-from icesink.batch.decode.connect import DECIMAL, ConnectSchemaError, is_connect_schema, node, parse_schema
+from icesink.schema.connect import DECIMAL, ConnectSchemaError, is_connect_schema, node, parse_schema
 
 # A Debezium PostgreSQL change event's value schema as Connect's JsonConverter writes it
 # (trimmed from a real connector's output: fewer columns and source fields, same shape).

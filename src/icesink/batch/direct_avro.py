@@ -37,9 +37,9 @@ from pyspark.sql.types import (
 )
 
 from icesink.batch.decode import debezium, semantic
-from icesink.batch.decode.connect_logical import DEBEZIUM_PARSE
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.kafka import wire
+from icesink.schema.connect import DEBEZIUM_PARSE, VARIABLE_DECIMAL
 from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_avro import DirectAvro, DirectWriter, reserved
 from icesink.tasks.envelope_rows import Envelope
@@ -62,7 +62,7 @@ _LOGICAL: dict[tuple[str, str], DataType] = {
     ("string", "uuid"): StringType(),
 }
 # The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS): the one
-# Connect JSON's values of it parse as (connect_logical.DEBEZIUM_PARSE), named as Avro names it.
+# Connect JSON's values of it parse as (schema/connect.py DEBEZIUM_PARSE), named as Avro names it.
 _AVRO_NAMES = {IntegerType: "int", LongType: "long", StringType: "string", StructType: "record"}
 SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items()}
 # The union check groups a batch's records by a 64-bit mask of which unions are null.
@@ -90,7 +90,7 @@ def avro_type(avro: Any) -> tuple[DataType, bool] | None:
         return None  # not as Debezium writes it: Spark's path decides what it means
     if base == "record":
         struct = record_struct(avro)
-        if struct is None or (name == semantic.VARIABLE_DECIMAL and not _same_fields(struct, DEBEZIUM_PARSE[name])):
+        if struct is None or (name == VARIABLE_DECIMAL and not _same_fields(struct, DEBEZIUM_PARSE[name])):
             return None
         return struct, False
     if not isinstance(base, str) or base not in _PRIMITIVES:

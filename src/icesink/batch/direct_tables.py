@@ -6,11 +6,12 @@ current spec, tasks/partition_values.py), append, upsert or changelog (`_change_
 reads whole topic-partitions and writes each key's last change of them, and the driver checks that
 no key was written by two tasks, tasks/change_rows.py), with no record key column, or one the
 tasks fill (batch/direct_keys.py: a string key, or an Avro record key for Avro values; a table of
-changes then takes tombstones as deletes of their key). JSON: values of no envelope and no Connect
-schemas, into a table whose columns are all longs, doubles, strings, booleans, structs of those at
-any depth, or arrays of either, nullable but for the key columns (`decode.direct_json`; a table of
-nested columns, which Spark's path does not guess, by its own columns); for a table that does not
-exist yet, the columns Spark infers from a sample of the batch (`_new_json_schema`). Avro: writer
+changes then takes tombstones as deletes of their key). JSON (`decode.direct_json`): plain values
+of no envelope into a table whose columns are all longs, doubles, strings, booleans, structs of
+those at any depth, or arrays of either, nullable but for the key columns (a table of nested
+columns, which Spark's path does not guess, by its own columns); Connect JSON (schemas on), plain
+or Debezium envelopes, into a table their schemas' rows fit (tasks/decode_connect.py); for a table
+that does not exist yet, the columns of a sample of the batch (`_json_schema`). Avro: writer
 schemas (those the topics carried last time, or the registry's latest) of records, or of Debezium
 envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`); for a
 table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
+from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StringType, StructType
 
@@ -40,6 +42,7 @@ from icesink.config import IncompatiblePolicy, OrderScope, ValueFormat, WriteMod
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange
+from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
 from icesink.tasks.table_out import DirectDecoder
@@ -48,7 +51,7 @@ log = logging.getLogger(__name__)
 
 Item = tuple[TablePlan, JavaObject | None, Planned]
 
-# Records of each topic-partition a new JSON table's columns are inferred from (`_new_json_schema`).
+# Records of each topic-partition a new JSON table's columns are found in (`_json_schema`).
 SAMPLE_RECORDS = 1000
 
 
@@ -107,51 +110,86 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
 
 
 def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool) -> DirectItem | None:
-    """A plain JSON table: an existing one with its own shape (the guess, made only for plain JSON,
-    no envelope, no Connect schemas met, and tables that spell and nest columns as the records do:
-    records.guess), a new one with the columns of a sample (`_new_json_schema`)."""
-    plan, table, planned = item
-    if table is None:
-        schema = with_key_column(_new_json_schema(ctx, targets, item), key)
-    else:  # the guess is the table's columns but the key column: the table's own, in its order
-        schema = ctx.catalog.spark_schema(table) if planned.values is not None and key else planned.values
-    decoder, settings = ctx.decoder, ctx.config.tables.settings_for(plan.table.name)
-    # A table of nested columns, which Spark's path does not guess (it infers the batch's shape):
-    # the one-pass decoder takes only records of exactly the table's columns, as a guess would, and
-    # so only where a guess would take conflicting values (records.guess).
-    nested = table is not None and isinstance(decoder, JsonDecoder) and decoder.plain
-    if schema is None and nested and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER:
-        schema = ctx.catalog.spark_schema(table)
+    """A JSON table, of plain JSON (decoded by the tasks' `direct_columns`) or of Connect JSON
+    (tasks/decode_connect.py), with the columns `_json_schema` says."""
+    decoder = ctx.decoder
+    if not isinstance(decoder, JsonDecoder):
+        return None
+    schema, connect = _json_schema(ctx, targets, item, key, decoder)
     if schema is None:
         return None
+    plan, table, _ = item
     fits, record = record_key(schema, key)
     if not fits:
         return None
     spec = _change_spec(ctx, plan, table, schema, record) if cdc else None
     if cdc and spec is None:
         return None
-    columns = direct_columns(schema, spec.keys if spec is not None else ())
-    if columns is None:
-        return None
-    return DirectItem(item, columns, schema, changes=spec, key=record)
+    keys = spec.keys if spec is not None else ()
+    found: DirectDecoder | None = direct_columns(schema, keys)
+    if connect:
+        # A table of another writer's may have a required column: a null the tasks leave there fails the write.
+        required = any(not f.nullable and f.name not in keys for f in schema.fields)
+        found = DirectConnect(schema, decoder.envelope) if not required else None
+    return DirectItem(item, found, schema, changes=spec, key=record) if found is not None else None
 
 
-def _new_json_schema(ctx: BatchContext, targets: Targets, item: Item) -> StructType | None:
-    """A JSON table that does not exist yet: the columns Spark infers from the first
-    `SAMPLE_RECORDS` records of each of its topic-partitions in the batch, where Spark's decoder
-    infers them from all of its records. The direct decoder takes a record only when it is a row of
-    exactly those columns, so a batch the sample does not represent (a key, or a wider type, only
-    further on) is declined and goes Spark's way: the table comes out as it would have."""
+def _json_schema(
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
+) -> tuple[StructType | None, bool]:  # fmt: skip
+    """(the table's columns as the one-pass job writes them, or None; whether its records are
+    Connect JSON). An existing table: its own columns (Connect JSON, whose tasks take the records
+    whose schemas fit it), or its shape (plain JSON, `_plain_schema`). A new table: the columns of a
+    sample (`SAMPLE_RECORDS` of each of its topic-partitions in the batch), Spark's inference's or
+    the rows of its Connect schemas. Until the job has met Connect schemas, or a sample without
+    them, a sample says which the records are (a new table's: once it is not plain JSON)."""
+    table = item[1]
+    sample = None
+    if table is None or (decoder.connect is None and decoder.envelope is not None):
+        sample = _sample(ctx, targets, item, SAMPLE_RECORDS if table is None else 1)
+    if sample is not None and decoder.connect is not True and decoder.envelope is None:
+        columns = decoder.plain_columns(sample, nested=True)  # None too for Connect JSON
+        if columns is not None or decoder.connect is False:
+            return with_key_column(columns, key), False
+    if sample is not None and decoder.connect is not False:
+        row = decoder.connect_rows(sample)
+        if decoder.connect:
+            return ctx.catalog.spark_schema(table) if table is not None else with_key_column(row, key), True
+    if decoder.connect:
+        return ctx.catalog.spark_schema(table), True
+    if decoder.envelope is not None or table is None:
+        return None, False  # change events without Connect schemas: Spark's path
+    return _plain_schema(ctx, item, key, decoder), False
+
+
+def _plain_schema(ctx: BatchContext, item: Item, key: KeySide | None, decoder: JsonDecoder) -> StructType | None:
+    """An existing table of plain JSON: its shape (the guess, made only for plain JSON, no
+    envelope, no Connect schemas met, and tables that spell and nest columns as the records do:
+    records.guess)."""
+    plan, table, planned = item
+    # The guess is the table's columns but the key column: the table's own, in its order.
+    schema = ctx.catalog.spark_schema(table) if planned.values is not None and key else planned.values
+    # A table of nested columns, which Spark's path does not guess (it infers the batch's shape):
+    # the one-pass decoder takes only records of exactly the table's columns, as a guess would, and
+    # so only where a guess would take conflicting values (records.guess).
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    if schema is None and decoder.plain and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER:
+        schema = ctx.catalog.spark_schema(table)
+    return schema
+
+
+def _sample(ctx: BatchContext, targets: Targets, item: Item, records: int) -> DataFrame:
+    """The first `records` records of each of the table's topic-partitions in the batch. The
+    direct decoders take a record only when it is a row of exactly a new table's columns, so a
+    batch its sample does not represent (a key, a wider type, another schema only further on) is
+    declined and goes Spark's way: the table comes out as it would have."""
     plan = item[0]
-    decoder = ctx.decoder
-    if not isinstance(decoder, JsonDecoder):
-        return None
     sample = [
         PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
         for r in own_ranges(plan, targets.ranges[plan.table])
-        for last in [min(r.last_offset, r.first_offset + SAMPLE_RECORDS - 1)]
+        for last in [min(r.last_offset, r.first_offset + records - 1)]
     ]
-    return decoder.plain_columns(read_ranges(targets.batch.sparkSession, ctx.config, sample), nested=True)
+    return read_ranges(targets.batch.sparkSession, ctx.config, sample)
 
 
 def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem | None:

@@ -227,20 +227,30 @@ class DirectRows:
             return None
         rows, self._rows = self._rows, []
         arrays = [_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
-        names = list(self._order)
-        if self._key_column is not None:
-            keys, self._keys = self._keys, []
-            # Spark's path casts the key bytes to a string; UTF-8 that does not decode is left to it.
-            arrays[names.index(self._key_column)] = pa.array(keys, pa.binary()).cast(pa.string())
-        if self._carry:
-            coordinates, self._coordinates = self._coordinates, []
-            tombstones, self._tombstones = self._tombstones, []
-            topics, partitions, offsets = zip(*coordinates, strict=True)
-            carried = [
-                pa.array(topics, pa.string()),
-                pa.array(partitions, pa.int32()),
-                pa.array(offsets, pa.int64()),
-                pa.array(tombstones, pa.bool_()),
-            ]
-            arrays, names = [*carried, *arrays], ["topic", "partition", "offset", TOMBSTONE, *names]
-        return pa.RecordBatch.from_arrays(arrays, names=names)
+        keys, self._keys = self._keys, []
+        coordinates, self._coordinates = self._coordinates, []
+        tombstones, self._tombstones = self._tombstones, []
+        carried = coordinates if self._carry else None
+        return carried_columns(arrays, list(self._order), self._key_column, keys, carried, tombstones)
+
+
+def carried_columns(
+    arrays: list[pa.Array], names: list[str], key_column: str | None, keys: Sequence[bytes | None],
+    coordinates: Sequence[tuple[str, int, int]] | None, tombstones: Sequence[bool],
+) -> pa.RecordBatch:  # fmt: skip
+    """A table's decoded columns with what a JSON decoder carries beside them: the record key in
+    `key_column` (as a string), and with `coordinates` each row's topic, partition and offset and
+    whether it is a tombstone before the table's columns (a table of changes orders by them)."""
+    if key_column is not None:
+        # Spark's path casts the key bytes to a string; UTF-8 that does not decode is left to it.
+        arrays[names.index(key_column)] = pa.array(keys, pa.binary()).cast(pa.string())
+    if coordinates is not None:
+        topics, partitions, offsets = zip(*coordinates, strict=True)
+        carried = [
+            pa.array(topics, pa.string()),
+            pa.array(partitions, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(tombstones, pa.bool_()),
+        ]
+        arrays, names = [*carried, *arrays], ["topic", "partition", "offset", TOMBSTONE, *names]
+    return pa.RecordBatch.from_arrays(arrays, names=names)

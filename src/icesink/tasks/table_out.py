@@ -21,6 +21,7 @@ from icesink.model import WrittenFile
 from icesink.schema.partitioning import PartitionField
 from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, key_fingerprints, keys_set, operation_codes
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
+from icesink.tasks.decode_connect import ConnectRows, DirectConnect
 from icesink.tasks.decode_json import TOMBSTONE, DeclinedValueError, DirectColumn, DirectRows
 from icesink.tasks.files import (
     ROW_GROUP_ROWS,
@@ -42,7 +43,7 @@ ORDER = ("topic", "partition", "offset")
 REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError, UnsupportedPartitionError)
 
 
-DirectDecoder = tuple[DirectColumn, ...] | DirectAvro
+DirectDecoder = tuple[DirectColumn, ...] | DirectAvro | DirectConnect
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,12 @@ class TableOut:
         # JSON: the rows are gathered a record at a time; Avro: decoded a batch at a time.
         decoder = table.decoder
         carry = table.changes is not None  # a table of changes orders them by their coordinates
-        self.rows = DirectRows(decoder, carry, table.key_column) if not isinstance(decoder, DirectAvro) else None
-        self.avro = AvroRows(table.decoder, table.task.arrow_schema) if isinstance(table.decoder, DirectAvro) else None
+        self.rows: DirectRows | ConnectRows | None = None
+        self.avro = AvroRows(decoder, table.task.arrow_schema) if isinstance(decoder, DirectAvro) else None
+        if isinstance(decoder, DirectConnect):
+            self.rows = ConnectRows(decoder, carry, table.key_column)
+        elif not isinstance(decoder, DirectAvro):
+            self.rows = DirectRows(decoder, carry, table.key_column)
         self.keys = AvroRows(table.key_decoder, _key_schema(table)) if table.key_decoder is not None else None
         self._pid = partition_id
         self._chunks: list[pa.RecordBatch] = []

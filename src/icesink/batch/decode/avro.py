@@ -40,6 +40,7 @@ from icesink.errors import SchemaNotFoundError
 from icesink.kafka import wire
 from icesink.kafka.registry import SchemaRegistry
 from icesink.schema import avro as avro_schema
+from icesink.schema.connect import ZONED_TIMESTAMP
 from icesink.schema.evolution import conflicts, merged
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,7 @@ class InspectedAvro:
             if overflow is not None:
                 too_big = error("convert", "DecimalOverflow", "a VariableScaleDecimal does not fit decimal(38, 18)")
                 reason = reason.when(overflow, too_big)
-            unparsed = semantic.conversion_failed(col, value, w.semantics, frozenset({semantic.ZONED_TIMESTAMP}))
+            unparsed = semantic.conversion_failed(col, value, w.semantics, frozenset({ZONED_TIMESTAMP}))
             if unparsed is not None:
                 bad_time = error("convert", "ConversionFailed", "a ZonedTimestamp that does not parse")
                 reason = reason.when(unparsed, bad_time)

@@ -7,7 +7,8 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import MapType
 
-from icesink.batch.decode.connect import Node
+from icesink.batch.decode.connect_logical import conversion
+from icesink.schema.connect import Node
 
 
 def convert(col: Column, n: Node) -> Column:
@@ -15,7 +16,7 @@ def convert(col: Column, n: Node) -> Column:
     if not n.converts:
         return col
     if n.logical is not None:
-        return n.logical.convert(col)
+        return conversion(n)(col)
     if n.default is not None:
         return F.coalesce(col, F.lit(n.default).cast(n.result))
     if n.fields:

@@ -1,56 +1,33 @@
-"""Connect's and Debezium's logical types in Connect JSON: what from_json parses each as, its column
-type and the conversion between them (Debezium's as for Avro, from `semantic.CONVERSIONS`)."""
+"""Connect's and Debezium's logical types in Connect JSON, converted in Spark expressions: from
+what the payload holds (schema/connect.py `LOGICAL`: from_json parses it so) to the column type;
+Debezium's as for Avro (`semantic.CONVERSIONS`). The tasks' conversions of the same values, in
+Arrow: tasks/decode_connect.py."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    BinaryType,
-    DataType,
-    DateType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import DecimalType
 
 from icesink.batch.decode import semantic
+from icesink.schema.connect import DECIMAL, Node
 
-
-@dataclass(frozen=True)
-class Logical:
-    parse: DataType  # what from_json reads the payload value as
-    result: DataType  # the column type
-    convert: Callable[[Column], Column]
-    checked: bool  # the conversion yields null for a value it cannot take exactly (a dead letter)
-
-
-# What from_json parses each of Debezium's semantic types as; they convert as for Avro
-# (`semantic.CONVERSIONS`), and those that can fail to convert exactly are checked.
-DEBEZIUM_PARSE: dict[str, DataType] = {
-    "io.debezium.time.Date": IntegerType(),
-    "io.debezium.time.Timestamp": LongType(),
-    "io.debezium.time.MicroTimestamp": LongType(),
-    "io.debezium.time.NanoTimestamp": LongType(),
-    semantic.ZONED_TIMESTAMP: StringType(),  # ISO-8601 with an offset, e.g. 2024-01-02T03:04:05.123456Z
-    "io.debezium.time.Time": IntegerType(),
-    "io.debezium.time.MicroTime": LongType(),
-    semantic.VARIABLE_DECIMAL: StructType([StructField("scale", IntegerType()), StructField("value", BinaryType())]),
+_CONVERSIONS: dict[str, Callable[[Column], Column]] = {
+    "org.apache.kafka.connect.data.Date": F.date_from_unix_date,
+    "org.apache.kafka.connect.data.Time": lambda c: c.cast("long") * 1000,
+    "org.apache.kafka.connect.data.Timestamp": F.timestamp_millis,
+    "io.debezium.time.NanoTime": lambda c: F.floor(c / 1000).cast("long"),
+    **{name: convert for name, (_, convert) in semantic.CONVERSIONS.items()},
 }
-_CHECKED = {semantic.ZONED_TIMESTAMP, semantic.VARIABLE_DECIMAL}
 
-# Logical types whose parse and result types do not depend on parameters.
-LOGICAL: dict[str, Logical] = {
-    "org.apache.kafka.connect.data.Date": Logical(IntegerType(), DateType(), F.date_from_unix_date, False),
-    "org.apache.kafka.connect.data.Time": Logical(IntegerType(), LongType(), lambda c: c.cast("long") * 1000, False),
-    "org.apache.kafka.connect.data.Timestamp": Logical(LongType(), TimestampType(), F.timestamp_millis, False),
-    # Not among Avro's conversions (there it stays nanoseconds): micros of the day like Time and MicroTime.
-    "io.debezium.time.NanoTime": Logical(LongType(), LongType(), lambda c: F.floor(c / 1000).cast("long"), False),
-    **{name: Logical(parse, *semantic.CONVERSIONS[name], name in _CHECKED) for name, parse in DEBEZIUM_PARSE.items()},
-}
+
+def conversion(n: Node) -> Callable[[Column], Column]:
+    """How a value of logical type `n` (parsed as `n.parse`) becomes its column type."""
+    assert n.logical is not None
+    if n.logical == DECIMAL:
+        target = n.result
+        assert isinstance(target, DecimalType)
+        return lambda c: semantic.exact_decimal(c, F.lit(n.scale), target)
+    return _CONVERSIONS[n.logical]

@@ -2,88 +2,35 @@
 
 The row is `after`, or `before` for a delete; `op` c and r become I (insert), u U (update), d D
 (delete); `source` fields chosen in the config become `_source_<name>` columns. Envelopes come
-decoded from Avro, or from JSON with or without the `schema`/`payload` wrapper. The schema
-functions are pure; the Column builders only compose Spark expressions.
+decoded from Avro, or from JSON with or without the `schema`/`payload` wrapper. The row types
+are schema/envelope.py's; here the Column builders, which only compose Spark expressions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, StructType
 
 from icesink.batch.decode import error, no_error
+from icesink.schema.envelope import (
+    SOURCE_PREFIX,
+    EnvelopeError,
+    EnvelopeSpec,
+    envelope_parse_type,
+    image_type,
+    payload_type,
+    row_type,
+)
 from icesink.tasks.envelope_rows import OPS
 
-SOURCE_PREFIX = "_source_"
-
-
-class EnvelopeError(ValueError):
-    """A schema that is not a Debezium envelope."""
-
-
-@dataclass(frozen=True)
-class EnvelopeSpec:
-    operation_column: str = "_op"
-    source_columns: tuple[str, ...] = ()
-
-    def synthetic(self) -> set[str]:
-        return {self.operation_column, *(SOURCE_PREFIX + n for n in self.source_columns)}
-
-
-def payload_type(envelope: StructType) -> StructType:
-    """The envelope itself, or its `payload` when JSON carries the schema/payload wrapper."""
-    names = set(envelope.fieldNames())
-    if "payload" in names and "op" not in names:
-        inner = envelope["payload"].dataType
-        if isinstance(inner, StructType):
-            return inner
-    return envelope
-
-
-def _image_type(env: StructType) -> StructType:
-    for name in ("after", "before"):
-        if name in env.fieldNames() and isinstance(env[name].dataType, StructType):
-            t = env[name].dataType
-            assert isinstance(t, StructType)
-            return t
-    raise EnvelopeError("no struct-typed `after` or `before` field: not a Debezium envelope")
-
-
-def row_type(envelope: StructType, spec: EnvelopeSpec) -> StructType:
-    env = payload_type(envelope)
-    if "op" not in env.fieldNames():
-        raise EnvelopeError("no `op` field: not a Debezium envelope")
-    image = _image_type(env)
-    clash = sorted(spec.synthetic() & set(image.fieldNames()))
-    if clash:
-        raise EnvelopeError(f"row fields {clash} clash with the operation/source columns; rename them in the config")
-    fields = [*image.fields, StructField(spec.operation_column, StringType(), True)]
-    source = env["source"].dataType if "source" in env.fieldNames() else StructType([])
-    if isinstance(source, StructType):
-        have = {f.name: f.dataType for f in source.fields}
-        fields += [StructField(SOURCE_PREFIX + n, have[n], True) for n in spec.source_columns if n in have]
-    return StructType(fields)
-
-
-def envelope_parse_type(envelope: StructType, target: StructType, spec: EnvelopeSpec) -> StructType:
-    """The envelope with `before`/`after` typed as the target's row columns (for from_json)."""
-    row = StructType([f for f in target.fields if f.name not in spec.synthetic()])
-
-    def rebuild(env: StructType) -> StructType:
-        return StructType([StructField(f.name, row, True) if f.name in ("before", "after") else f for f in env.fields])
-
-    if payload_type(envelope) is not envelope:
-        return StructType(
-            [
-                StructField(f.name, rebuild(payload_type(envelope)), True) if f.name == "payload" else f
-                for f in envelope.fields
-            ]
-        )
-    return rebuild(envelope)
+# The schema functions stay importable from here, beside the Column builders.
+__all__ = [
+    "SOURCE_PREFIX", "EnvelopeError", "EnvelopeSpec", "envelope_error", "envelope_parse_type", "payload_type", "row",
+    "row_type",
+]  # fmt: skip
 
 
 def _payload(col: Column, envelope: StructType) -> Column:
@@ -100,14 +47,14 @@ def row(
     """The row struct (in the target's column order) of the envelope in `col`."""
     env_type = payload_type(envelope)
     env = _payload(col, envelope)
-    image_type = _image_type(env_type)
+    image_fields = image_type(env_type)
     image = (
         F.when(env["op"] == "d", env["before"]).otherwise(env["after"])
         if "before" in env_type.fieldNames()
         else env["after"]
     )
     source_type = env_type["source"].dataType if "source" in env_type.fieldNames() else StructType([])
-    have = {f.name: f.dataType for f in image_type.fields}
+    have = {f.name: f.dataType for f in image_fields.fields}
     op = F.coalesce(*[F.when(env["op"] == k, F.lit(v)) for k, v in OPS.items()])
     fields = []
     for f in target.fields:

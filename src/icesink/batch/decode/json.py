@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, AtomicType, DataType, StructType
 
-from icesink.batch.decode import VALUE, ExpressionMemo, Source, connect, debezium
+from icesink.batch.decode import VALUE, ExpressionMemo, Source, debezium
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.decode.json_rows import (
     PARSE_OPTIONS,
@@ -40,7 +40,8 @@ from icesink.batch.decode.json_rows import (
     unfit,
 )
 from icesink.iceberg.jvm import jsession, jvm
-from icesink.schema.evolution import CORRUPT_COLUMN
+from icesink.schema import connect
+from icesink.schema.evolution import CORRUPT_COLUMN, merged
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,8 @@ class JsonDecoder:
         self._src = src
         # Set once a batch carried Connect schemas: later batches look for them first.
         self._connect_seen = False
+        # Set once a sample of a batch (`connect_rows`) carried none: the one-pass job stops looking.
+        self._connect_absent = False
         # Parsed Connect schemas by their text (Debezium repeats one schema in every record).
         self._parsed: dict[str, SchemaInBatch] = {}
         self._memo: ExpressionMemo[tuple[Column, Column, Column]] = ExpressionMemo()
@@ -80,6 +83,33 @@ class JsonDecoder:
         if self._envelope is not None or self._connect_seen or not isinstance(shape, StructType) or not shape.fields:
             return None
         return shape if all(_flat(f.dataType) for f in shape.fields) else None
+
+    @property
+    def envelope(self) -> EnvelopeSpec | None:
+        return self._envelope
+
+    @property
+    def connect(self) -> bool | None:
+        """Whether the records are Connect JSON, as far as the job has seen (None: not known yet)."""
+        if self._connect_seen:
+            return True
+        return False if self._connect_absent else None
+
+    def connect_rows(self, records: DataFrame) -> StructType | None:
+        """The row type of `records` (a sample of a table's share of a batch) when every one is
+        Connect JSON: their schemas' rows merged, as `inspect` makes a new table's columns; None
+        when one is not, or has a schema Spark's path does not read (it makes them dead letters)."""
+        schemas, others = self._connect_schemas(records.where(F.col(self._src.column).isNotNull()))
+        if schemas:
+            self._connect_seen = True
+        elif others:
+            self._connect_absent = True
+        if others or not schemas or any(s.schema is None for s in schemas):
+            return None
+        row = StructType([])
+        for s in schemas:
+            row = merged(row, s.row)
+        return row
 
     @property
     def plain(self) -> bool:

@@ -16,7 +16,6 @@ from icesink.batch.decode import (
     ROW,
     ExpressionMemo,
     Source,
-    connect,
     connect_columns,
     debezium,
     error,
@@ -26,6 +25,7 @@ from icesink.batch.decode import (
 )
 from icesink.batch.decode.avro import align
 from icesink.batch.decode.debezium import EnvelopeSpec
+from icesink.schema import connect
 from icesink.schema.evolution import CORRUPT_COLUMN, conflicts, merged, parse_schema
 
 _PLAIN = "__icesink_plain"

@@ -22,22 +22,11 @@ from typing import Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
-from pyspark.sql.types import (
-    ArrayType,
-    DataType,
-    DateType,
-    DecimalType,
-    LongType,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql.types import ArrayType, DataType, DecimalType, StructType
+
+from icesink.schema.connect import SEMANTIC_TYPES, VARIABLE_DECIMAL, VARIABLE_DECIMAL_TYPE, ZONED_TIMESTAMP
 
 Path = tuple[str, ...]
-
-VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-VARIABLE_DECIMAL_TYPE = DecimalType(38, 18)
-ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
 
 
 def _let(value: Column, body: Callable[[Column], Column]) -> Column:
@@ -90,20 +79,23 @@ def _place_point(text: Column, scale: Column, negative: Column, target: DecimalT
     return F.when(exact, literal.try_cast(target))
 
 
-CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
-    "io.debezium.time.Date": (DateType(), lambda c: F.date_from_unix_date(c)),
-    "io.debezium.time.Timestamp": (TimestampNTZType(), lambda c: F.timestamp_millis(c).cast("timestamp_ntz")),
-    "io.debezium.time.MicroTimestamp": (TimestampNTZType(), lambda c: F.timestamp_micros(c).cast("timestamp_ntz")),
-    "io.debezium.time.NanoTimestamp": (
-        TimestampNTZType(),
-        # Floored as a decimal: a double (c / 1000) rounds nanoseconds beyond 2^53 to the wrong microsecond.
-        lambda c: F.timestamp_micros(F.floor(c.cast("decimal(20,0)") / F.lit(1000)).cast("long")).cast("timestamp_ntz"),
-    ),
+_SPARK: dict[str, Callable[[Column], Column]] = {
+    "io.debezium.time.Date": lambda c: F.date_from_unix_date(c),
+    "io.debezium.time.Timestamp": lambda c: F.timestamp_millis(c).cast("timestamp_ntz"),
+    "io.debezium.time.MicroTimestamp": lambda c: F.timestamp_micros(c).cast("timestamp_ntz"),
+    # Floored as a decimal: a double (c / 1000) rounds nanoseconds beyond 2^53 to the wrong microsecond.
+    "io.debezium.time.NanoTimestamp": lambda c: F.timestamp_micros(
+        F.floor(c.cast("decimal(20,0)") / F.lit(1000)).cast("long")
+    ).cast("timestamp_ntz"),
     # try_: a string that does not parse is null here, and `conversion_failed` makes it a dead letter.
-    ZONED_TIMESTAMP: (TimestampType(), lambda c: F.try_to_timestamp(c)),
-    "io.debezium.time.Time": (LongType(), lambda c: c.cast("long") * 1000),
-    "io.debezium.time.MicroTime": (LongType(), lambda c: c.cast("long")),
-    VARIABLE_DECIMAL: (VARIABLE_DECIMAL_TYPE, _variable_decimal),
+    ZONED_TIMESTAMP: lambda c: F.try_to_timestamp(c),
+    "io.debezium.time.Time": lambda c: c.cast("long") * 1000,
+    "io.debezium.time.MicroTime": lambda c: c.cast("long"),
+    VARIABLE_DECIMAL: _variable_decimal,
+}
+# Each semantic type's column type (schema/connect.py) and its conversion.
+CONVERSIONS: dict[str, tuple[DataType, Callable[[Column], Column]]] = {
+    name: (SEMANTIC_TYPES[name], convert) for name, convert in _SPARK.items()
 }
 
 

@@ -14,7 +14,7 @@ inference widens to bigint. Here S decides the column types:
   org.apache.kafka.connect.data.Date       int32 days since 1970-01-01 -> date
   org.apache.kafka.connect.data.Time       int32 millis of the day     -> bigint micros of the day
   org.apache.kafka.connect.data.Timestamp  int64 epoch millis          -> timestamp (with zone)
-  io.debezium.time.* and io.debezium.data.VariableScaleDecimal as for Avro (see `semantic`),
+  io.debezium.time.* and io.debezium.data.VariableScaleDecimal as for Avro (`SEMANTIC_TYPES`),
       io.debezium.time.NanoTime -> bigint micros of the day; Debezium's Json, Uuid, Xml, Enum,
       EnumSet, Ltree, ZonedTime, Interval stay strings; Bits is binary; geometry structs keep
       their `wkb` bytes as binary.
@@ -22,7 +22,9 @@ inference widens to bigint. Here S decides the column types:
 Every column is nullable: a Debezium delete's `before` image holds only the key. A required
 field that is null takes its schema default, as Connect's own converter would.
 
-Pure over the parsed schema, except the Column builders, which only compose Spark expressions.
+Pure, over pyspark's type objects: both decoders read a record's schema here, Spark's path
+(batch/decode/connect_columns.py converts the values in Spark expressions) and the one-pass
+tasks (tasks/decode_connect.py converts them in Arrow).
 """
 
 from __future__ import annotations
@@ -31,13 +33,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
     BooleanType,
     DataType,
+    DateType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -47,14 +48,52 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
+    TimestampType,
 )
-
-from icesink.batch.decode import semantic
-from icesink.batch.decode.connect_logical import LOGICAL, Logical
 
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
 PRECISION_PARAMETER = "connect.decimal.precision"
 DEFAULT_DECIMAL_PRECISION = 38  # when a Decimal schema does not say (Iceberg's maximum)
+VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+VARIABLE_DECIMAL_TYPE = DecimalType(38, 18)
+ZONED_TIMESTAMP = "io.debezium.time.ZonedTimestamp"
+
+# Debezium's semantic types, in Avro (batch/decode/semantic.py) as in Connect JSON: the column
+# type each becomes, and what Connect JSON's payload holds of it.
+SEMANTIC_TYPES: dict[str, DataType] = {
+    "io.debezium.time.Date": DateType(),
+    "io.debezium.time.Timestamp": TimestampNTZType(),
+    "io.debezium.time.MicroTimestamp": TimestampNTZType(),
+    "io.debezium.time.NanoTimestamp": TimestampNTZType(),
+    ZONED_TIMESTAMP: TimestampType(),
+    "io.debezium.time.Time": LongType(),
+    "io.debezium.time.MicroTime": LongType(),
+    VARIABLE_DECIMAL: VARIABLE_DECIMAL_TYPE,
+}
+DEBEZIUM_PARSE: dict[str, DataType] = {
+    "io.debezium.time.Date": IntegerType(),
+    "io.debezium.time.Timestamp": LongType(),
+    "io.debezium.time.MicroTimestamp": LongType(),
+    "io.debezium.time.NanoTimestamp": LongType(),
+    ZONED_TIMESTAMP: StringType(),  # ISO-8601 with an offset, e.g. 2024-01-02T03:04:05.123456Z
+    "io.debezium.time.Time": IntegerType(),
+    "io.debezium.time.MicroTime": LongType(),
+    VARIABLE_DECIMAL: StructType([StructField("scale", IntegerType()), StructField("value", BinaryType())]),
+}
+
+# Logical types (but Decimal, whose types take its parameters): what the payload holds of each
+# (parse) and its column type (result). A value of a CHECKED one may not convert exactly (a
+# decimal that overflows, a zoned timestamp that does not parse): its record is a dead letter.
+LOGICAL: dict[str, tuple[DataType, DataType]] = {
+    "org.apache.kafka.connect.data.Date": (IntegerType(), DateType()),
+    "org.apache.kafka.connect.data.Time": (IntegerType(), LongType()),  # micros of the day
+    "org.apache.kafka.connect.data.Timestamp": (LongType(), TimestampType()),
+    # Not among Avro's conversions (there it stays nanoseconds): micros of the day like Time and MicroTime.
+    "io.debezium.time.NanoTime": (LongType(), LongType()),
+    **{name: (parse, SEMANTIC_TYPES[name]) for name, parse in DEBEZIUM_PARSE.items()},
+}
+CHECKED = frozenset({DECIMAL, ZONED_TIMESTAMP, VARIABLE_DECIMAL})
 
 _PRIMITIVES: dict[str, DataType] = {
     "int8": IntegerType(),
@@ -82,7 +121,8 @@ class Node:
 
     parse: DataType
     result: DataType
-    logical: Logical | None = None
+    logical: str | None = None  # the name of its logical type (LOGICAL's, or DECIMAL)
+    scale: int = 0  # a Decimal's
     default: Any = None  # applied when a required field's value is null
     fields: tuple[tuple[str, Node], ...] = ()  # struct
     element: Node | None = None  # array element, map value
@@ -100,7 +140,7 @@ class Node:
     @property
     def checked(self) -> bool:
         if self.logical is not None:
-            return self.logical.checked
+            return self.logical in CHECKED
         return any(n.checked for _, n in self.fields) or (self.element is not None and self.element.checked)
 
 
@@ -136,11 +176,7 @@ def _decimal(schema: dict[str, Any]) -> Node:
         raise ConnectSchemaError(f"Decimal with scale {scale} does not fit Iceberg's decimal(38, s)")
     # Iceberg needs scale <= precision <= 38; a value with more digits than 38 does not fit and is a dead letter.
     target = DecimalType(min(max(precision, scale), 38), scale)
-
-    def convert(c: Column) -> Column:
-        return semantic.exact_decimal(c, F.lit(scale), target)
-
-    return Node(BinaryType(), target, Logical(BinaryType(), target, convert, True), name=DECIMAL)
+    return Node(BinaryType(), target, DECIMAL, scale, name=DECIMAL)
 
 
 def _default_literal(schema: dict[str, Any], result: DataType) -> Any:
@@ -164,7 +200,7 @@ def node(schema: Any, path: str = "") -> Node:
         return _decimal(schema)
     logical = LOGICAL.get(name) if isinstance(name, str) else None
     if logical is not None:
-        return Node(logical.parse, logical.result, logical, name=name)
+        return Node(*logical, logical=name, name=name)
     if kind == "struct":
         return _struct(schema, path, where)
     if kind == "array":

@@ -1,0 +1,168 @@
+"""Kafka Connect JSON (JsonConverter with schemas on, Debezium's default) written in one pass
+(tasks/decode_connect.py): Debezium's change events with its default types (a precise Decimal, a
+VariableScaleDecimal, zoned and micro timestamps, dates, a required field's default) into a
+partitioned changelog table, the same table as Spark's path with no Spark decode job, once and
+only once after a crash between the write and the commit; an event that path makes a dead
+letter, or a schema with a new column, sends its batch that way."""
+
+from __future__ import annotations
+
+import base64
+import random
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit.changes import Change, oracle, random_changes
+from dev.kit.debezium_avro import variable_decimal
+from dev.kit.kafka import create_topics, end_offsets, produce_keyed
+from dev.kit.scenario import CATALOG, Scenario
+from icesink.job.query import Job
+from icesink.runtime import faults
+from icesink.runtime.timings import BatchTimings
+from tests.support import debezium as ce
+from tests.support.cli import run_cli
+from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
+from tests.support.trino import trino_rows
+from tests.support.values import table_state
+
+pytestmark = [pytest.mark.slow]
+
+PREFIX = "shop.public.accounts"
+ROW = [
+    ce.field("id", "int64", optional=False),
+    ce.field("v", "int64", optional=False),
+    ce.field("grade", "int32", optional=False, default=7),
+    ce.field("name", "string"),
+    ce.decimal_field("price", 10, 2),
+    ce.struct(
+        "io.debezium.data.VariableScaleDecimal",
+        [ce.field("scale", "int32", optional=False), ce.field("value", "bytes", optional=False)],
+        optional=True, field="balance", version=1,
+    ),
+    ce.field("updated", "string", name="io.debezium.time.ZonedTimestamp", version=1),
+    ce.field("seen", "int64", name="io.debezium.time.MicroTimestamp", version=1),
+    ce.field("born", "int32", name="io.debezium.time.Date", version=1),
+    ce.field("ratio", "double"),
+    ce.field("tags", "array", items={"type": "string", "optional": True}),
+]  # fmt: skip
+SCHEMA = ce.envelope_schema(PREFIX, ROW)
+
+
+def image(key: int, seq: int) -> dict[str, Any]:
+    vsd = variable_decimal(f"{seq}.{seq % 97:02d}")
+    return {
+        "id": key, "v": seq, "grade": None if seq % 3 else seq % 5, "name": f"k{key}-{seq}" if seq % 7 else None,
+        "price": ce.decimal_value(f"{seq % 10_000}.{seq % 100:02d}", 2),
+        "balance": {"scale": vsd["scale"], "value": base64.b64encode(vsd["value"]).decode()} if seq % 4 else None,
+        "updated": f"2024-01-02T03:04:{seq % 60:02d}.{seq % 1000:03d}Z" if seq % 3 else None,
+        "seen": 1_700_000_000_000_000 + seq * 1_001, "born": seq % 20_000 - 5_000 if seq % 5 else None,
+        "ratio": seq / 8, "tags": [f"t{seq % 3}", None] if seq % 2 else [],
+    }  # fmt: skip
+
+
+def events(changes: list[Change], schema: dict[str, Any] = SCHEMA) -> list[tuple[bytes | None, bytes | None, int]]:
+    """(key, value, partition) of each change as Debezium's JsonConverter writes it: a delete
+    carries the key's row as `before`."""
+    ops = {"I": "c", "U": "u", "D": "d"}
+    out: list[tuple[bytes | None, bytes | None, int]] = []
+    for c in changes:
+        row = image(c.key, c.seq)
+        before, after = (row, None) if c.op == "D" else (None, row)
+        out.append((str(c.key).encode(), ce.change(schema, ops[c.op], before, after, c.seq + 1), c.partition))
+    return out
+
+
+def config(scenario: Scenario, side: str, tmp_path: Path) -> dict[str, Any]:
+    return {
+        "decode.format": "json",
+        "decode.envelope": "debezium",
+        "decode.source_columns": ["lsn"],
+        "decode.direct_json": side == "direct",
+        "tables.mode": "changelog",
+        "tables.key_columns": ["id"],
+        "tables.partition_by": ["bucket(4, id)"],
+        "tables.namespace": f"{scenario.namespace}_{side}",
+        "job.checkpoint_location": str(tmp_path / side),
+        "kafka.max_offsets_per_trigger": 900,
+    }
+
+
+@pytest.mark.trino
+def test_debezium_connect_json_in_one_pass_matches_sparks_path(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("accounts")
+    create_topics(topic, partitions=3)
+    changes = list(random_changes(1_600, 300, 3, seed=61, tombstones=False))
+    assert {"I", "U", "D"} <= {c.op for c in changes}
+    produce_keyed(topic, events(changes))
+    sides = ("direct", "spark")
+
+    def run(side: str) -> list[BatchTimings]:
+        job = Job(spark, scenario.config(**config(scenario, side, tmp_path)))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_accounts" for side in sides}
+    # The worst moment: a Python worker dies after writing batch 1's files, before reporting them.
+    crashed = run_cli(
+        scenario.write_config(tmp_path / "direct.yaml", **config(scenario, "direct", tmp_path)),
+        env={faults.ENV: "executor-write:1"},
+    )
+    assert crashed.returncode == 1, crashed.stderr[-3000:]
+    assert re.search(r"batch 0 timings: .*direct", crashed.stderr), "batch 0 in one pass"
+    assert "batch 1: writing tables" in crashed.stderr
+    assert "set decode.direct_json: false" in crashed.stderr
+    assert len(snapshots(spark, tables["direct"])) == 1, "batch 0 committed, batch 1 written and not"
+    timings = {side: run(side) for side in sides}
+    spark_steps = {"decode", "prepare", "write"}
+    assert [("direct" in t.steps, sorted(spark_steps & set(t.steps))) for t in timings["direct"]] == [(True, [])], (
+        "batch 1 again, in the one-pass job alone: no decode, prepare or write step of Spark's path"
+    )
+    assert ["direct" in t.steps for t in timings["spark"]] == [False] * 2
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state), "no key twice"
+        assert state == oracle(changes)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"]), "every column, every type"
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"])
+    # A required field's null takes its default (7); decimals stay exact.
+    found = spark.sql(f"SELECT v, grade, price, balance FROM {tables['direct']}").collect()
+    assert {r.grade for r in found if r.v % 3} == {7}
+    assert all(r.price == Decimal(f"{r.v % 10_000}.{r.v % 100:02d}") for r in found)
+    assert all(r.balance == (Decimal(f"{r.v}.{r.v % 97:02d}") if r.v % 4 else None) for r in found)
+    read = trino_rows(
+        f"SELECT id, v, CAST(price AS varchar), CAST(updated AS varchar) "
+        f'FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_accounts"'
+    )
+    assert {r[0]: r[1] for r in read} == oracle(changes), "Trino reads the one-pass table as the oracle"
+
+    # An event Spark's path makes a dead letter (an op Debezium does not write): that batch goes
+    # Spark's way, its other changes applied; a schema with a new column evolves the table that
+    # way too; the next batch is one-pass again.
+    rng = random.Random(62)
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(300, 300, 3, seed=62)]
+    more = [c for c in more if c.op != "T"]
+    bad = ce.change(SCHEMA, "x", None, image(7, 99_999), 99_999)
+    produce_keyed(topic, [*events(more[:100]), (b"7", bad, rng.randrange(3))])
+    assert ["decode" in t.steps for t in run("direct")] == [True], "the bad batch through Spark's decoder"
+    wider = ce.envelope_schema(PREFIX, [*ROW, ce.field("loyalty", "int32")])
+    produce_keyed(topic, events(more[100:200], wider))
+    assert ["decode" in t.steps for t in run("direct")] == [True], "the new column through Spark's path"
+    produce_keyed(topic, events(more[200:], wider))
+    assert ["decode" in t.steps for t in run("direct")] == [False], "the next batch in one pass"
+    state, count = table_state(spark, tables["direct"])
+    assert count == len(state)
+    assert state == oracle(changes + more)
+    assert "loyalty" in spark.table(tables["direct"]).columns
+    dead = letters(spark, f"{scenario.namespace}_direct")
+    assert [(t, c) for t, _, c in dead] == [(topic, "DebeziumEnvelopeError")], dead
