@@ -1,9 +1,10 @@
 """Kafka Connect JSON (JsonConverter with schemas on, Debezium's default) written in one pass
 (tasks/decode_connect.py): Debezium's change events with its default types (a precise Decimal, a
-VariableScaleDecimal, zoned and micro timestamps, dates, a required field's default) into a
-partitioned changelog table, the same table as Spark's path with no Spark decode job, once and
-only once after a crash between the write and the commit; an event that path makes a dead
-letter, or a schema with a new column, sends its batch that way."""
+VariableScaleDecimal, zoned and micro timestamps, dates, a required field's default), Connect
+JSON record keys and tombstones after deletes, into a partitioned changelog table: the same table
+as Spark's path with no Spark decode job, once and only once after a crash between the write and
+the commit; an event that path makes a dead letter, or a schema with a new column, sends its
+batch that way."""
 
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ ROW = [
     ce.field("tags", "array", items={"type": "string", "optional": True}),
 ]  # fmt: skip
 SCHEMA = ce.envelope_schema(PREFIX, ROW)
+KEY = ce.key_schema(PREFIX, [ce.field("id", "int64", optional=False)])
 
 
 def image(key: int, seq: int) -> dict[str, Any]:
@@ -66,14 +68,17 @@ def image(key: int, seq: int) -> dict[str, Any]:
 
 
 def events(changes: list[Change], schema: dict[str, Any] = SCHEMA) -> list[tuple[bytes | None, bytes | None, int]]:
-    """(key, value, partition) of each change as Debezium's JsonConverter writes it: a delete
-    carries the key's row as `before`."""
-    ops = {"I": "c", "U": "u", "D": "d"}
+    """(key, value, partition) of each change as Debezium's JsonConverter writes it with its
+    defaults: the key Connect JSON of the id, a delete carrying the key's row as `before`; a T (a
+    delete Debezium follows with a tombstone) both the delete and the tombstone."""
+    ops = {"I": "c", "U": "u", "D": "d", "T": "d"}
     out: list[tuple[bytes | None, bytes | None, int]] = []
     for c in changes:
-        row = image(c.key, c.seq)
-        before, after = (row, None) if c.op == "D" else (None, row)
-        out.append((str(c.key).encode(), ce.change(schema, ops[c.op], before, after, c.seq + 1), c.partition))
+        row, key = image(c.key, c.seq), ce.wrapped(KEY, {"id": c.key})
+        before, after = (row, None) if c.op in ("D", "T") else (None, row)
+        out.append((key, ce.change(schema, ops[c.op], before, after, c.seq + 1), c.partition))
+        if c.op == "T":
+            out.append((key, None, c.partition))
     return out
 
 
@@ -82,9 +87,9 @@ def config(scenario: Scenario, side: str, tmp_path: Path) -> dict[str, Any]:
         "decode.format": "json",
         "decode.envelope": "debezium",
         "decode.source_columns": ["lsn"],
+        "decode.key_format": "json",
         "decode.direct_json": side == "direct",
         "tables.mode": "changelog",
-        "tables.key_columns": ["id"],
         "tables.partition_by": ["bucket(4, id)"],
         "tables.namespace": f"{scenario.namespace}_{side}",
         "job.checkpoint_location": str(tmp_path / side),
@@ -98,8 +103,8 @@ def test_debezium_connect_json_in_one_pass_matches_sparks_path(
 ) -> None:
     topic = scenario.topic("accounts")
     create_topics(topic, partitions=3)
-    changes = list(random_changes(1_600, 300, 3, seed=61, tombstones=False))
-    assert {"I", "U", "D"} <= {c.op for c in changes}
+    changes = list(random_changes(1_600, 300, 3, seed=61))
+    assert {"I", "U", "D", "T"} <= {c.op for c in changes}
     produce_keyed(topic, events(changes))
     sides = ("direct", "spark")
 
@@ -151,9 +156,8 @@ def test_debezium_connect_json_in_one_pass_matches_sparks_path(
     # way too; the next batch is one-pass again.
     rng = random.Random(62)
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(300, 300, 3, seed=62)]
-    more = [c for c in more if c.op != "T"]
     bad = ce.change(SCHEMA, "x", None, image(7, 99_999), 99_999)
-    produce_keyed(topic, [*events(more[:100]), (b"7", bad, rng.randrange(3))])
+    produce_keyed(topic, [*events(more[:100]), (ce.wrapped(KEY, {"id": 7}), bad, rng.randrange(3))])
     assert ["decode" in t.steps for t in run("direct")] == [True], "the bad batch through Spark's decoder"
     wider = ce.envelope_schema(PREFIX, [*ROW, ce.field("loyalty", "int32")])
     produce_keyed(topic, events(more[100:200], wider))

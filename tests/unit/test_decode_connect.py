@@ -164,3 +164,34 @@ def test_a_schema_that_does_not_fit_the_table_is_declined() -> None:
     assert taken(ConnectRows(DirectConnect(narrow, SPEC)), [ce.change(ENVELOPE, "c", None, customer(1), 1)]) is None
     arrays = StructType([f if f.name != "tags" else StructField("tags", ArrayType(LongType())) for f in TABLE.fields])
     assert taken(ConnectRows(DirectConnect(arrays, SPEC)), [ce.change(ENVELOPE, "c", None, customer(1), 1)]) is None
+
+
+KEY = ce.key_schema("shop.public.customers", [ce.field("id", "int32", optional=False)])
+KEY_TYPE = StructType([StructField("id", IntegerType())])
+
+
+def keyed_rows() -> ConnectRows:
+    table = StructType([*TABLE.fields, StructField("_key", KEY_TYPE)])
+    return ConnectRows(DirectConnect(table, SPEC), True, "_key", DirectConnect(KEY_TYPE), keys=("id",))
+
+
+def test_connect_record_keys_fill_the_key_column_and_a_tombstones_key_columns() -> None:
+    rows = keyed_rows()
+    assert rows.add(ce.change(ENVELOPE, "d", customer(3), None, 1), ("t", 0, 0), ce.wrapped(KEY, {"id": 3}))
+    assert rows.add(None, ("t", 0, 1), ce.wrapped(KEY, {"id": 3}))
+    found = rows.take()
+    assert found is not None
+    got = [(r["__icesink_tombstone"], r["id"], r["_op"], r["_key"]) for r in found.to_pylist()]
+    assert got == [(False, 3, "D", {"id": 3}), (True, 3, None, {"id": 3})], "the tombstone's id is its key's"
+
+
+@pytest.mark.parametrize(
+    "key",
+    [b"3", ce.wrapped(ce.key_schema("p", [ce.field("id", "int32"), ce.field("x", "int8")]), {"id": 3})],
+    ids=["not Connect JSON", "a key field the column lacks"],
+)
+def test_a_key_sparks_path_would_not_decode_is_declined(key: bytes) -> None:
+    rows = keyed_rows()
+    assert rows.add(ce.change(ENVELOPE, "c", None, customer(3), 1), ("t", 0, 0), key)
+    with pytest.raises(REFUSED):
+        rows.take()

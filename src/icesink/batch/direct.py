@@ -132,7 +132,7 @@ def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[Wr
         # batch plans with them all, as the registry's latest would be planned otherwise).
         frames = [w.frame for w in d.decoder.writers]
         ctx.seen.learn("value", {topic: frames for topic in plan.topics})
-    if d.key is not None and d.key.decoder is not None:
+    if d.key is not None and isinstance(d.key.decoder, DirectAvro):
         frames = [w.frame for w in d.key.decoder.writers]
         ctx.seen.learn("key", {topic: frames for topic in plan.topics})
     return Written(work, files, bad=0, pending=0, refs=[])

@@ -2,7 +2,9 @@
 path fills it (batch/decode/records.py `_nested`, batch/decode/keys.py): `decode.key_column`
 after the values' columns, holding the key as a string (`decode.key_format: string`) or as the
 struct of an Avro record key (`avro`, the registry's writer schemas of the key records, semantic
-types converted). A table of changes then also takes tombstones, as deletes of their key.
+types converted) or of a Connect JSON record key (`json`, with Connect JSON values: the key's
+struct type is found with them, batch/direct_tables.py). A table of changes then also takes
+tombstones, as deletes of their key.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
+from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.direct_avro import direct_avro, merged_rows
 from icesink.batch.work import Planned
 from icesink.config import KeyFormat
 from icesink.tasks.decode_avro import DirectAvro
+from icesink.tasks.decode_connect import DirectConnect
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class KeySide:
     column: str
     new_type: DataType  # the key column's type in a new table
     writers: dict[bytes, str] | None = None  # Avro record keys: frame key -> writer schema
+    connect: bool = False  # Connect JSON record keys (tasks/decode_connect.py)
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,8 @@ class RecordKey:
     tasks/table_out.DirectTable)."""
 
     column: str
-    decoder: DirectAvro | None = None  # Avro record keys: what the tasks decode them with
+    # Avro or Connect JSON record keys: what the tasks decode them with
+    decoder: DirectAvro | DirectConnect | None = None
 
 
 def key_side(ctx: BatchContext, planned: Planned) -> tuple[bool, KeySide | None]:
@@ -47,6 +53,8 @@ def key_side(ctx: BatchContext, planned: Planned) -> tuple[bool, KeySide | None]
     if decode.key_format is KeyFormat.STRING:
         return ctx.key_decoder is None, KeySide(decode.key_column, StringType())
     decoder = ctx.key_decoder
+    if decode.key_format is KeyFormat.JSON and isinstance(decoder, JsonDecoder):
+        return True, KeySide(decode.key_column, StructType([]), connect=True)
     if decode.key_format is not KeyFormat.AVRO or not isinstance(decoder, AvroDecoder) or planned.keys is None:
         return False, None
     writers = decoder.writer_schemas(planned.keys)
@@ -74,6 +82,9 @@ def record_key(schema: StructType, key: KeySide | None) -> tuple[bool, RecordKey
     if key.column not in schema.fieldNames():
         return False, None
     column = schema[key.column].dataType
+    if key.connect:
+        fits = isinstance(column, StructType) and bool(column.fields)
+        return fits, RecordKey(key.column, DirectConnect(column)) if isinstance(column, StructType) else None
     if key.writers is None:
         return column == StringType(), RecordKey(key.column)
     if not isinstance(column, StructType):

@@ -103,7 +103,13 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
         found = _json_item(ctx, targets, item, key, settings.is_cdc)
-    if config.decode.format is ValueFormat.AVRO and config.decode.direct_avro and planned.values is not None:
+    avro_keys = key is None or not key.connect  # JSON keys only beside Connect JSON values
+    if (
+        config.decode.format is ValueFormat.AVRO
+        and config.decode.direct_avro
+        and planned.values is not None
+        and avro_keys
+    ):
         found = _avro_item(ctx, item, key)
         found = _with_changes(ctx, found) if found is not None and settings.is_cdc else found
     return found
@@ -115,8 +121,12 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
     decoder = ctx.decoder
     if not isinstance(decoder, JsonDecoder):
         return None
+    if key is not None and key.connect:
+        key = _connect_key(ctx, targets, item, key)
+        if key is None:
+            return None
     schema, connect = _json_schema(ctx, targets, item, key, decoder)
-    if schema is None:
+    if schema is None or (key is not None and key.connect and not connect):
         return None
     plan, table, _ = item
     fits, record = record_key(schema, key)
@@ -160,6 +170,25 @@ def _json_schema(
     if decoder.envelope is not None or table is None:
         return None, False  # change events without Connect schemas: Spark's path
     return _plain_schema(ctx, item, key, decoder), False
+
+
+def _connect_key(ctx: BatchContext, targets: Targets, item: Item, key: KeySide) -> KeySide | None:
+    """JSON record keys when they are Connect JSON (a sample says, until the job knows), with a
+    new table's key column type: the rows of its sample's key schemas. None for other JSON keys
+    (Spark's path decodes them)."""
+    decoder = ctx.key_decoder
+    assert isinstance(decoder, JsonDecoder)
+    table = item[1]
+    if table is not None and decoder.connect:
+        return key
+    if decoder.connect is False:
+        return None
+    row = decoder.connect_rows(_sample(ctx, targets, item, SAMPLE_RECORDS if table is None else 1))
+    if not decoder.connect:
+        return None
+    if table is not None:
+        return key
+    return replace(key, new_type=row) if row is not None and row.fields else None
 
 
 def _plain_schema(ctx: BatchContext, item: Item, key: KeySide | None, decoder: JsonDecoder) -> StructType | None:

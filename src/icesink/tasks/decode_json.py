@@ -235,15 +235,17 @@ class DirectRows:
 
 
 def carried_columns(
-    arrays: list[pa.Array], names: list[str], key_column: str | None, keys: Sequence[bytes | None],
+    arrays: list[pa.Array], names: list[str], key_column: str | None, keys: Sequence[bytes | None] | pa.Array,
     coordinates: Sequence[tuple[str, int, int]] | None, tombstones: Sequence[bool],
 ) -> pa.RecordBatch:  # fmt: skip
     """A table's decoded columns with what a JSON decoder carries beside them: the record key in
-    `key_column` (as a string), and with `coordinates` each row's topic, partition and offset and
-    whether it is a tombstone before the table's columns (a table of changes orders by them)."""
+    `key_column` (as a string, or as decoded already), and with `coordinates` each row's topic,
+    partition and offset and whether it is a tombstone before the table's columns (a table of
+    changes orders by them)."""
     if key_column is not None:
         # Spark's path casts the key bytes to a string; UTF-8 that does not decode is left to it.
-        arrays[names.index(key_column)] = pa.array(keys, pa.binary()).cast(pa.string())
+        decoded = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary()).cast(pa.string())
+        arrays[names.index(key_column)] = decoded
     if coordinates is not None:
         topics, partitions, offsets = zip(*coordinates, strict=True)
         carried = [

@@ -59,7 +59,8 @@ class DirectTable:
     # The column of the record key, a string (`decode.key_format: string`) or an Avro record key's
     # struct (`key_decoder`); a table of changes then takes tombstones too, as deletes of their key.
     key_column: str | None = None
-    key_decoder: DirectAvro | None = None  # Avro record keys: the key column is their struct
+    # Avro or Connect JSON record keys: the key column is their struct
+    key_decoder: DirectAvro | DirectConnect | None = None
 
 
 class TableOut:
@@ -73,10 +74,13 @@ class TableOut:
         self.rows: DirectRows | ConnectRows | None = None
         self.avro = AvroRows(decoder, table.task.arrow_schema) if isinstance(decoder, DirectAvro) else None
         if isinstance(decoder, DirectConnect):
-            self.rows = ConnectRows(decoder, carry, table.key_column)
+            keys = table.key_decoder if isinstance(table.key_decoder, DirectConnect) else None
+            spec = table.changes.keys if table.changes is not None else ()
+            self.rows = ConnectRows(decoder, carry, table.key_column, keys, spec)
         elif not isinstance(decoder, DirectAvro):
             self.rows = DirectRows(decoder, carry, table.key_column)
-        self.keys = AvroRows(table.key_decoder, _key_schema(table)) if table.key_decoder is not None else None
+        avro_keys = table.key_decoder if isinstance(table.key_decoder, DirectAvro) else None
+        self.keys = AvroRows(avro_keys, _key_schema(table)) if avro_keys is not None else None
         self._pid = partition_id
         self._chunks: list[pa.RecordBatch] = []
         self._chunk_rows = 0
