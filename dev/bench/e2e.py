@@ -14,6 +14,8 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   icesink-json-upsert    icesink-json into an upsert table keyed by id
   icesink-debezium       the CDC stream as Debezium's Avro change events (record keys, envelopes,
                          a tombstone after each delete) into a changelog table by bucket(16, id)
+  icesink-debezium-json  the same change events as JsonConverter writes them with its defaults (the
+                         schema in every record, precise decimals, Connect JSON keys)
   seed000                a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None)
                          per row, appended each batch with Spark's Iceberg writer
                          (foreachBatch + writeTo().append())

@@ -166,6 +166,7 @@ RATIOS = (
     ("icesink-cdc-bucket", "icesink-avro", "partitioned_cdc_vs_avro"),
     ("icesink-json-upsert", "icesink-avro", "json_upsert_vs_avro"),
     ("icesink-debezium", "icesink-avro", "debezium_vs_avro"),
+    ("icesink-debezium-json", "icesink-avro", "debezium_vs_avro"),
     ("icesink-avro", "seed000", None),
 )
 
@@ -189,6 +190,7 @@ LABELS = {
     "icesink-cdc-bucket": "icesink, Avro, changelog, bucket(16, id)",
     "icesink-json-upsert": "icesink, JSON, upsert by id",
     "icesink-debezium": "icesink, Debezium Avro (keys, tombstones), changelog, bucket(16, id)",
+    "icesink-debezium-json": "icesink, Debezium Connect JSON (schemas on, keys, tombstones), changelog, bucket(16, id)",
     "seed000": "pandas_udf + AvroDeserializer, Iceberg append",
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",
@@ -243,6 +245,11 @@ def shape_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
         ("Partitioned CDC: icesink-cdc-bucket / icesink-avro", "icesink-cdc-bucket", "partitioned_cdc_vs_avro"),
         ("JSON upsert: icesink-json-upsert / icesink-avro", "icesink-json-upsert", "json_upsert_vs_avro"),
         ("Debezium CDC: icesink-debezium / icesink-avro", "icesink-debezium", "debezium_vs_avro"),
+        (
+            "Debezium Connect JSON CDC: icesink-debezium-json / icesink-avro",
+            "icesink-debezium-json",
+            "debezium_vs_avro",
+        ),
     ]
     return [
         ratio_verdict(name, thr, part, "icesink-avro", t.get(key, 0.0)) for name, part, key in shapes if part in thr

@@ -41,15 +41,18 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         "catalog": {"name": CATALOG, "uri": CATALOG_URI},
         "s3": {"endpoint": S3_ENDPOINT},
         "tables": {"namespace": namespace},
-        "decode": {"format": "json" if variant == "json" else "avro", "operation_column": "op"},
+        "decode": {"format": "json" if variant in ("json", "debezium-json") else "avro", "operation_column": "op"},
         "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false", "spark.driver.memory": "3g"}},
     }
-    if variant != "json":
+    if variant not in ("json", "debezium-json"):
         raw["decode"]["registry"] = {"url": REGISTRY_URL}
     if variant == "cdc":
         raw["tables"].update({"mode": "changelog", "key_columns": ["id"]})
     if variant == "debezium":  # keyed by the Avro record key's fields, as Debezium's users run it
         raw["decode"].update({"envelope": "debezium", "key_format": "avro", "source_columns": ["ts_ms", "lsn"]})
+        raw["tables"].update({"mode": "changelog"})
+    if variant == "debezium-json":  # JsonConverter's defaults: Connect JSON keys and values
+        raw["decode"].update({"envelope": "debezium", "key_format": "json", "source_columns": ["ts_ms", "lsn"]})
         raw["tables"].update({"mode": "changelog"})
     raw["tables"].update(extra.pop("tables", {}))
     return parse_config(raw, environ={})

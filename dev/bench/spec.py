@@ -14,12 +14,12 @@ from typing import Any, Literal
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
     "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket",
-    "icesink-json-upsert", "icesink-debezium", "seed000", "builtin", "builtin-json", "noop",
+    "icesink-json-upsert", "icesink-debezium", "icesink-debezium-json", "seed000", "builtin", "builtin-json", "noop",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 
 Kind = Literal["icesink", "seed000", "builtin", "noop", "freshness", "builtin-freshness", "small"]
-Variant = Literal["avro", "json", "cdc", "debezium"]
+Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json"]
 
 # part -> (how it runs, which topic it reads)
 CATCH_UP: dict[str, tuple[Kind, Variant]] = {
@@ -30,6 +30,7 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-cdc-bucket": ("icesink", "cdc"),
     "icesink-json-upsert": ("icesink", "json"),
     "icesink-debezium": ("icesink", "debezium"),
+    "icesink-debezium-json": ("icesink", "debezium-json"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
@@ -42,6 +43,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "icesink-cdc-bucket": {"partition_by": ["bucket(16, id)"]},
     "icesink-json-upsert": {"mode": "upsert", "key_columns": ["id"]},
     "icesink-debezium": {"partition_by": ["bucket(16, id)"]},
+    "icesink-debezium-json": {"partition_by": ["bucket(16, id)"]},
 }
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's

@@ -13,6 +13,7 @@ from io import BytesIO
 from typing import Any
 
 from dev.kit import debezium_avro as dbz
+from dev.kit import debezium_json as dj
 from dev.kit.endpoints import KAFKA
 from dev.kit.kafka import SERDE_CONF, registry_client
 
@@ -173,12 +174,58 @@ def load_debezium(p: Any, topic: str, n: int) -> int:
     return size
 
 
+# The same row as Debezium's JsonConverter writes it with its defaults (dev/kit/debezium_json.py):
+# the schema in every record, a precise Decimal, adaptive temporal types; the key Connect JSON too.
+_STRINGS = ("event_type", "currency", "country", "device", "os", "app_version", "page_url", "user_agent")
+DEBEZIUM_JSON_ENVELOPE = dj.envelope_schema(
+    "bench.public.events",
+    [
+        dj.field("id", "int64", optional=False), dj.field("user_id", "int64", optional=False),
+        dj.field("session", "string", optional=False, name="io.debezium.data.Uuid", version=1),
+        dj.field("ts", "int64", optional=False, name="io.debezium.time.MicroTimestamp", version=1),
+        dj.field("day", "int32", optional=False, name="io.debezium.time.Date", version=1),
+        dj.decimal_field("amount", 12, 2), dj.field("price", "double", optional=False),
+        dj.field("quantity", "int32", optional=False), dj.field("promoted", "boolean", optional=False),
+        dj.field("note", "string"), *[dj.field(name, "string", optional=False) for name in _STRINGS],
+    ],
+)  # fmt: skip
+DEBEZIUM_JSON_KEY = dj.key_schema("bench.public.events", [dj.field("id", "int64", optional=False)])
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def debezium_json_row(i: int, key: int) -> dict[str, Any]:
+    e = event(i, key)
+    return {
+        **e, "ts": (e["ts"] - _EPOCH) // dt.timedelta(microseconds=1), "day": (e["day"] - _EPOCH.date()).days,
+        "amount": dj.decimal_value(str(e["amount"]), 2),
+    }  # fmt: skip
+
+
+def load_debezium_json(p: Any, topic: str, n: int) -> int:
+    """The CDC stream as Debezium writes it with JsonConverter's defaults (Connect JSON keys and
+    envelopes with their schemas, a tombstone after each delete); returns the values' bytes."""
+    size = 0
+    ops = {"I": "c", "U": "u", "D": "d"}
+    for i, (key, op) in enumerate(cdc_changes(n, seed=7)):
+        row = debezium_json_row(i, key)
+        before, after = (row, None) if op == "D" else (None, row)
+        v = dj.change(DEBEZIUM_JSON_ENVELOPE, ops[op], before, after, 1_000 + i)
+        k = dj.wrapped(DEBEZIUM_JSON_KEY, {"id": key})
+        size += len(v)
+        send(p, topic, v, k, key % 2)
+        if op == "D":
+            send(p, topic, None, k, key % 2)
+    return size
+
+
 def load(topic: str, variant: str, n: int, first: int = 0) -> float:
     """Produces records first..first+n of a variant; returns the mean value size."""
     p = producer()
     size = 0
     if variant == "debezium":
         size = load_debezium(p, topic, n)
+    elif variant == "debezium-json":
+        size = load_debezium_json(p, topic, n)
     elif variant == "cdc":
         writer = AvroWriter(topic, CDC_SCHEMA)
         for i, (key, op) in enumerate(cdc_changes(n, seed=7)):

@@ -14,6 +14,7 @@ from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
 from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
+from icesink.runtime.timings import BatchTimings
 from tests.support import debezium as ce
 from tests.support.spark import snapshots
 from tests.support.values import avro_values
@@ -210,6 +211,15 @@ def test_debezium_json_defaults_types_keys_tombstones_order(spark: SparkSession,
         (None, None, 0),  # no key, no value: a dead letter
     ]
     produce_keyed(topic, first)
+
+    def run(settings: dict[str, Any]) -> list[bool]:
+        """Whether each batch took Spark's decoder."""
+        job = Job(spark, scenario.config(**settings))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return ["decode" in t.steps for t in seen]
+
     settings = {
         **config(scenario, "json"),
         "decode.source_columns": ["lsn"],
@@ -217,7 +227,7 @@ def test_debezium_json_defaults_types_keys_tombstones_order(spark: SparkSession,
         "tables.mode": "changelog",
         "tables.order_by": "_source_lsn",
     }
-    Job(spark, scenario.config(**settings)).run()
+    assert run(settings) == [True], "its dead letters take Spark's path"
 
     table = scenario.table("shop_customers")
     types = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
@@ -248,7 +258,7 @@ def test_debezium_json_defaults_types_keys_tombstones_order(spark: SparkSession,
         (key(1), ce.change(schema, "u", a1, customer(1, "stale again", "3.00"), 9), 0),
     ]
     produce_keyed(topic, again)
-    Job(spark, scenario.config(**settings)).run()
+    assert run(settings) == [True], "older than rows the table holds: Spark's path compares them"
 
     assert rows() == [
         (1, "ann v2", Decimal("12.30"), created, dt.date(2022, 1, 9), 12, 1),
@@ -256,3 +266,13 @@ def test_debezium_json_defaults_types_keys_tombstones_order(spark: SparkSession,
     ]
     summaries = [s["summary"] for s in snapshots(spark, table) if codec.OFFSETS_KEY in s["summary"]]
     assert codec.decode(summaries[-1][codec.OFFSETS_KEY]) == end_offsets(topic)
+
+    # Newer than every row the table holds (its files' bounds of _source_lsn): the one-pass job.
+    newer = [
+        (key(1), ce.change(schema, "u", a2, customer(1, "ann v3", "4.00"), 30), 0),
+        (key(3), ce.change(schema, "d", {"id": 3}, None, 31), 0),
+        (key(3), None, 0),
+    ]
+    produce_keyed(topic, newer)
+    assert run(settings) == [False], "in one pass, no decode step"
+    assert rows() == [(1, "ann v3", Decimal("4.00"), created, dt.date(2022, 1, 9), 30, 1)]

@@ -11,7 +11,6 @@ Everything else is Debezium's defaults, so the tests see what a user's Debezium 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -27,67 +26,26 @@ import requests
 
 from dev.kit import debezium_avro as dbz
 from dev.kit.changes import Change
+
+# Change events as Connect's JSON: dev/kit/debezium_json.py (the benchmark writes them too).
+from dev.kit.debezium_json import (
+    DECIMAL,
+    change,
+    decimal_field,
+    decimal_value,
+    envelope_schema,
+    field,
+    key_schema,
+    struct,
+    wrapped,
+)
 from dev.kit.scenario import Scenario
 from tests.support.values import avro_config, avro_keys, avro_values
 
-# ---------------------------------------------------------------- change events, as Connect's JSON
-
-DECIMAL = "org.apache.kafka.connect.data.Decimal"
-
-
-def field(column: str, kind: str, optional: bool = True, **extra: Any) -> dict[str, Any]:
-    """A struct field's schema; `name=` in `extra` is a logical type's name."""
-    return {"type": kind, "optional": optional, "field": column, **extra}
-
-
-def decimal_field(column: str, precision: int, scale: int) -> dict[str, Any]:
-    params = {"scale": str(scale), "connect.decimal.precision": str(precision)}
-    return field(column, "bytes", name=DECIMAL, version=1, parameters=params)
-
-
-def decimal_value(text: str, scale: int) -> str:
-    """Connect's Decimal in JSON: base64 of the unscaled value's big-endian two's complement."""
-    unscaled = int(Decimal(text).scaleb(scale))
-    return base64.b64encode(unscaled.to_bytes((unscaled.bit_length() + 8) // 8, "big", signed=True)).decode()
-
-
-def struct(name: str, fields: list[dict[str, Any]], optional: bool = False, **extra: Any) -> dict[str, Any]:
-    return {"type": "struct", "fields": fields, "optional": optional, "name": name, **extra}
-
-
-def envelope_schema(prefix: str, row_fields: list[dict[str, Any]]) -> dict[str, Any]:
-    row = struct(f"{prefix}.Value", row_fields, optional=True)
-    source = struct(
-        "io.debezium.connector.postgresql.Source",
-        [field("ts_ms", "int64", optional=False), field("db", "string", optional=False), field("lsn", "int64")],
-        field="source",
-    )
-    return struct(
-        f"{prefix}.Envelope",
-        [
-            {**row, "field": "before"},
-            {**row, "field": "after"},
-            source,
-            field("op", "string", optional=False),
-            field("ts_ms", "int64"),
-        ],
-        version=2,
-    )
-
-
-def key_schema(prefix: str, key_fields: list[dict[str, Any]]) -> dict[str, Any]:
-    return struct(f"{prefix}.Key", key_fields)
-
-
-def wrapped(schema: dict[str, Any], payload: Any) -> bytes:
-    return json.dumps({"schema": schema, "payload": payload}).encode()
-
-
-def change(
-    schema: dict[str, Any], op: str, before: dict[str, Any] | None, after: dict[str, Any] | None, lsn: int
-) -> bytes:
-    source = {"ts_ms": 1_700_000_000_000 + lsn, "db": "shop", "lsn": lsn}
-    return wrapped(schema, {"before": before, "after": after, "source": source, "op": op, "ts_ms": lsn})
+__all__ = [
+    "DECIMAL", "change", "decimal_field", "decimal_value", "envelope_schema", "field", "key_schema", "struct",
+    "wrapped",
+]  # fmt: skip
 
 
 # ---------------------------------------------------------------- change events, as Debezium's Avro converter writes

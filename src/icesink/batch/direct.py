@@ -45,6 +45,7 @@ from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.tasks.change_rows import shared_keys
 from icesink.tasks.decode_avro import DirectAvro
+from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.files import (
     WriteTask,
     written_file,
@@ -196,17 +197,32 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
     if i not in found.declined:
         return "the table as created does not fit the files written for it"
     if d.changes is not None:
+        older = (
+            f", an {d.changes.order_by} below {d.order_floor}, which a row of the table holds" if d.order_floor else ""
+        )
         return (
-            "a record the one-pass Avro decoder does not take (another schema id, a body or record key that does not "
-            "decode, a value out of range, no key, an operation not I, U or D, a change event without its row or "
-            "with an op not c, r, u or d)"
+            f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
+            "does not decode, a value out of range, no key, an operation not I, U or D, a change event without its "
+            f"row or with an op not c, r, u or d{older})"
         )
     if isinstance(d.decoder, DirectAvro):
         return (
             "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
             "value out of range)"
         )
+    if isinstance(d.decoder, DirectConnect):
+        return "a record the one-pass Connect JSON decoder does not take (a schema with a new column or another type)"
     return "a record the one-pass JSON decoder does not take (a new column, another type, not a JSON object)"
+
+
+def _format(d: DirectItem) -> str:
+    return (
+        "Avro"
+        if isinstance(d.decoder, DirectAvro)
+        else "Connect JSON"
+        if isinstance(d.decoder, DirectConnect)
+        else "JSON"
+    )
 
 
 def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
@@ -252,6 +268,7 @@ def _direct_table(
     return DirectTable(
         task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes, partition_by=fields,
         key_column=key.column if key is not None else None, key_decoder=key.decoder if key is not None else None,
+        order_floor=d.order_floor,
     )  # fmt: skip
 
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StringType, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructType
 
 from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
@@ -41,6 +42,7 @@ from icesink.batch.write import CHANGES_PER_TASK
 from icesink.config import IncompatiblePolicy, OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
+from icesink.iceberg.order_bound import order_bound
 from icesink.model import PartitionRange
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
@@ -66,6 +68,9 @@ class DirectItem:
     staged: bool = False  # a table that does not exist yet: `item`'s table is the staged one (direct_staging.stage)
     changes: ChangeSpec | None = None  # an upsert or changelog table
     key: RecordKey | None = None  # the column of the record key (batch/direct_keys.py), and its decoder
+    # A table of changes ordered across batches: the order_by value below which a change may be
+    # older than the row the table holds (its tasks decline such a batch; `_change_spec`).
+    order_floor: Any = None
 
 
 def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
@@ -132,16 +137,17 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
     fits, record = record_key(schema, key)
     if not fits:
         return None
-    spec = _change_spec(ctx, plan, table, schema, record) if cdc else None
-    if cdc and spec is None:
+    changes = _change_spec(ctx, plan, table, schema, record) if cdc else None
+    if cdc and changes is None:
         return None
+    spec, floor = changes if changes is not None else (None, None)
     keys = spec.keys if spec is not None else ()
     found: DirectDecoder | None = direct_columns(schema, keys)
     if connect:
         # A table of another writer's may have a required column: a null the tasks leave there fails the write.
         required = any(not f.nullable and f.name not in keys for f in schema.fields)
         found = DirectConnect(schema, decoder.envelope) if not required else None
-    return DirectItem(item, found, schema, changes=spec, key=record) if found is not None else None
+    return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
 
 
 def _json_schema(
@@ -251,16 +257,17 @@ def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:
     """An Avro upsert or changelog table, when the one-pass job can write its changes (`_change_spec`).
     How many changes the job takes: `split_direct`."""
     plan, table, _ = found.item
-    spec = _change_spec(ctx, plan, table, found.schema, found.key)
-    return replace(found, changes=spec) if spec is not None else None
+    changes = _change_spec(ctx, plan, table, found.schema, found.key)
+    return replace(found, changes=changes[0], order_floor=changes[1]) if changes is not None else None
 
 
 def _change_spec(
     ctx: BatchContext, plan: TablePlan, table: JavaObject | None, schema: StructType, key: RecordKey | None
-) -> ChangeSpec | None:
-    """The table's keys and operation as Spark's path resolves them (records.change_spec), or None
-    where that path reports a problem, reads an operation that is not a string, or orders changes
-    by the rows the table holds."""
+) -> tuple[ChangeSpec, Any] | None:
+    """The table's keys and operation as Spark's path resolves them (records.change_spec), and the
+    `order_by` value below which a change may be older than the row the table holds for its key
+    (iceberg/order_bound.py; None: no change is); None where that path reports a problem, reads an
+    operation that is not a string, or the floor is not known."""
     settings = ctx.config.tables.settings_for(plan.table.name)
     try:
         key_type = schema[key.column].dataType if key is not None else None
@@ -269,8 +276,15 @@ def _change_spec(
         return None
     if spec.mode is WriteMode.CHANGELOG and not isinstance(schema[spec.operation_column].dataType, StringType):
         return None
-    held = settings.order_by_scope is OrderScope.TABLE and table is not None and table.currentSnapshot() is not None
-    return None if spec.order_by and held else spec
+    snapshot = table.currentSnapshot() if table is not None else None
+    if not spec.order_by or settings.order_by_scope is not OrderScope.TABLE or snapshot is None:
+        return spec, None
+    # Bounds of other types compare otherwise in Iceberg than in Arrow (strings) or shift (timestamps).
+    if not isinstance(schema[spec.order_by].dataType, IntegerType | LongType):
+        return None
+    name = f"{ctx.config.catalog.name}.{plan.table}"
+    known, floor = order_bound(ctx.spark, name, snapshot.snapshotId(), spec.order_by)
+    return (spec, floor) if known else None
 
 
 def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:

@@ -61,6 +61,9 @@ class DirectTable:
     key_column: str | None = None
     # Avro or Connect JSON record keys: the key column is their struct
     key_decoder: DirectAvro | DirectConnect | None = None
+    # A table of changes ordered across batches (batch/direct_tables.py): a change whose order_by
+    # value is below this may be older than the row the table holds, which Spark's path compares.
+    order_floor: Any = None
 
 
 class TableOut:
@@ -97,7 +100,8 @@ class TableOut:
     def add_changes(self, rows: pa.Table) -> bool:
         """Changes decoded with their Kafka coordinates (`ORDER`) and whether each is a tombstone
         before the table's columns; False when one would not be applied (no key, an unknown
-        operation): the table is declined."""
+        operation) or may be older than the row the table holds (`order_floor`): the table is
+        declined."""
         spec = self.table.changes
         assert spec is not None
         coordinates = len(ORDER)  # by position: a table may have a column named offset too
@@ -113,6 +117,11 @@ class TableOut:
             return False
         if raw is None:
             codes = pc.if_else(tombstones, pa.scalar(DELETE), codes)
+        floor = self.table.order_floor
+        if spec.order_by and floor is not None:
+            mine = values.column(spec.order_by)
+            if pc.any(pc.less(mine, pa.scalar(floor, mine.type))).as_py():
+                return False
         order = [values.column(spec.order_by)] if spec.order_by else []
         order += [rows.column(i) for i in range(coordinates)]
         parts = partition_strings(values, self.table.partition_by)
