@@ -94,7 +94,7 @@ class Bench:
 
     def topic(self, name: str) -> str:
         """A fresh topic of this run (2 partitions)."""
-        self.topics[name] = f"{self.tag}_{name}"
+        self.topics[name] = f"{self.tag}_{name.replace('-', '_')}"  # its table's name: an identifier
         create_topics(self.topics[name], partitions=2)
         return self.topics[name]
 

@@ -93,7 +93,7 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
     for i in range(-1 if spec.warm_topic else 0, spec.repeat):
         warm = i < 0
         topic = spec.warm_topic if warm else spec.topic
-        ns = f"{spec.tag}_{spec.variant}_{uuid.uuid4().hex[:6]}"
+        ns = f"{spec.tag}_{spec.variant.replace('-', '_')}_{uuid.uuid4().hex[:6]}"  # an identifier
         kafka = {"starting_offsets": spec.starting_offsets} if spec.starting_offsets and not warm else {}
         cfg = icesink_config(tmp, topic, ns, spec.variant, spec.max_per_trigger, kafka=kafka, tables=spec.tables)
         job = Job(spark, cfg)

@@ -118,6 +118,7 @@ class RunSpec:
         out += ["json"] if {"icesink-json", "builtin-json", "icesink-json-upsert"} & set(self.parts) else []
         out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
         out += ["debezium"] if "icesink-debezium" in self.parts else []
+        out += ["debezium-json"] if "icesink-debezium-json" in self.parts else []
         return out
 
 

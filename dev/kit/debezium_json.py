@@ -56,8 +56,10 @@ def key_schema(prefix: str, key_fields: list[dict[str, Any]]) -> dict[str, Any]:
     return struct(f"{prefix}.Key", key_fields)
 
 
-def wrapped(schema: dict[str, Any], payload: Any) -> bytes:
-    return json.dumps({"schema": schema, "payload": payload}).encode()
+def wrapped(schema: dict[str, Any], payload: Any, spaced: bool = False) -> bytes:
+    """A record as JsonConverter writes it (compact: no spaces), or `spaced` as another writer might."""
+    separators = None if spaced else (",", ":")
+    return json.dumps({"schema": schema, "payload": payload}, separators=separators).encode()
 
 
 def change(

@@ -114,36 +114,25 @@ def test_crashes_at_the_worst_moments_of_a_replayed_batch_replay_once(
         )
 
 
-# Each point with one format: the crash is the same whichever decoder filled the files.
-@pytest.mark.parametrize(("point", "fmt"), [("mid-write", "json"), ("executor-write", "avro")])
+# A Python worker dying after the one-pass job wrote its files (executor-write), before any table
+# was created: tests/integration/test_direct_connect.py, and test_direct_cdc.py for its tables of changes.
 def test_a_crash_after_the_one_pass_job_wrote_the_tables_files_replays_once(
-    point: str, fmt: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     """One Spark job wrote every table's files (batch/direct.py) and the job dies before any
-    commit (mid-write), or a Python worker dies right after writing its files (executor-write).
-    Batch 0: the tables did not exist, the job staged them (their location and field ids) and
-    creates them once their files are written (mid-write: created, no snapshot; executor-write:
-    never created)."""
+    commit. Batch 0: the tables did not exist, the job staged them (their location and field ids)
+    and created them once their files were written: created, no snapshot."""
     orders, refunds = scenario.topic("orders"), scenario.topic("refunds")
     create_topics(orders, refunds)
     ledger = Ledger()
-    good = ledger.good_avro if fmt == "avro" else ledger.good
-    good(orders, 40)
-    good(refunds, 30)
-    avro = {"decode.format": "avro", "decode.registry": {"url": REGISTRY_URL}} if fmt == "avro" else {}
-    config = scenario.write_config(tmp_path / "job.yaml", **avro)
+    ledger.good(orders, 40)
+    ledger.good(refunds, 30)
+    config = scenario.write_config(tmp_path / "job.yaml")
     tables = [scenario.table("orders"), scenario.table("refunds")]
 
-    crashed = run_cli(config, env={faults.ENV: f"{point}:0"})
-    if point == "executor-write":  # the task failed: the job names the tables and exits
-        assert crashed.returncode == 1, crashed.stderr[-3000:]
-        assert f"writing tables {scenario.namespace}.{scenario.prefix}_orders" in crashed.stderr
-        assert "in one pass failed" in crashed.stderr
-        assert f"set decode.direct_{fmt}: false" in crashed.stderr, "the switch of these tables' decoder"
-        assert not any(table_exists(spark, t) for t in tables), "a table is created once its files are written"
-    else:
-        assert crashed.returncode in KILLED, crashed.stderr[-3000:]
-        assert [len(snapshots(spark, t)) for t in tables] == [0, 0], "created, nothing committed"
+    crashed = run_cli(config, env={faults.ENV: "mid-write:0"})
+    assert crashed.returncode in KILLED, crashed.stderr[-3000:]
+    assert [len(snapshots(spark, t)) for t in tables] == [0, 0], "created, nothing committed"
 
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -195,3 +195,20 @@ def test_a_key_sparks_path_would_not_decode_is_declined(key: bytes) -> None:
     assert rows.add(ce.change(ENVELOPE, "c", None, customer(3), 1), ("t", 0, 0), key)
     with pytest.raises(REFUSED):
         rows.take()
+
+
+def test_a_record_spelled_with_spaces_or_a_schema_holding_payload_reads_the_same() -> None:
+    """JsonConverter's compact records are read by their schema's bytes, once met (`_payload`);
+    any other spelling, or a schema whose bytes hold `,"payload":` themselves, parse whole."""
+    odd = ce.field("n", "int32", optional=False, default=1, parameters={"x": 1, "payload": 2})
+    schema = ce.struct("Value", [odd, ce.field("s", "string")])
+    table = StructType([StructField("n", IntegerType()), StructField("s", StringType())])
+    records = [ce.wrapped(schema, {"n": i, "s": f"s{i}"}, spaced=i % 2 == 1) for i in range(4)]
+    records += [ce.wrapped(schema, {"n": None, "s": "d"})]
+    found = taken(ConnectRows(DirectConnect(table)), records)
+    assert found is not None
+    assert found.to_pylist() == [*[{"n": i, "s": f"s{i}"} for i in range(4)], {"n": 1, "s": "d"}]
+    plain = ce.struct("Value", [ce.field("n", "int32")])
+    compact = [ce.wrapped(plain, {"n": i}) for i in range(3)] + [ce.wrapped(plain, {"n": "x"})]
+    assert taken(ConnectRows(DirectConnect(table)), compact[:3]) is not None
+    assert taken(ConnectRows(DirectConnect(table)), compact) is None, "a known schema's bad value: declined"

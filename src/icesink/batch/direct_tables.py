@@ -55,6 +55,8 @@ Item = tuple[TablePlan, JavaObject | None, Planned]
 
 # Records of each topic-partition a new JSON table's columns are found in (`_json_schema`).
 SAMPLE_RECORDS = 1000
+# Of Connect JSON records, whose schemas say their columns: the schemas of the first few do.
+CONNECT_SAMPLE = 100
 
 
 @dataclass(frozen=True)
@@ -156,13 +158,15 @@ def _json_schema(
     """(the table's columns as the one-pass job writes them, or None; whether its records are
     Connect JSON). An existing table: its own columns (Connect JSON, whose tasks take the records
     whose schemas fit it), or its shape (plain JSON, `_plain_schema`). A new table: the columns of a
-    sample (`SAMPLE_RECORDS` of each of its topic-partitions in the batch), Spark's inference's or
-    the rows of its Connect schemas. Until the job has met Connect schemas, or a sample without
-    them, a sample says which the records are (a new table's: once it is not plain JSON)."""
+    sample (the first `SAMPLE_RECORDS` of each of its topic-partitions in the batch, or
+    `CONNECT_SAMPLE` of change events), Spark's inference's or the rows of its Connect schemas.
+    Until the job has met Connect schemas, or a sample without them, a sample says which the
+    records are (a new table's: once it is not plain JSON)."""
     table = item[1]
     sample = None
     if table is None or (decoder.connect is None and decoder.envelope is not None):
-        sample = _sample(ctx, targets, item, SAMPLE_RECORDS if table is None else 1)
+        records = (SAMPLE_RECORDS if decoder.envelope is None else CONNECT_SAMPLE) if table is None else 1
+        sample = _sample(ctx, targets, item, records)
     if sample is not None and decoder.connect is not True and decoder.envelope is None:
         columns = decoder.plain_columns(sample, nested=True)  # None too for Connect JSON
         if columns is not None or decoder.connect is False:
@@ -189,7 +193,7 @@ def _connect_key(ctx: BatchContext, targets: Targets, item: Item, key: KeySide) 
         return key
     if decoder.connect is False:
         return None
-    row = decoder.connect_rows(_sample(ctx, targets, item, SAMPLE_RECORDS if table is None else 1))
+    row = decoder.connect_rows(_sample(ctx, targets, item, CONNECT_SAMPLE if table is None else 1))
     if not decoder.connect:
         return None
     if table is not None:

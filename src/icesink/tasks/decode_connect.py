@@ -62,15 +62,17 @@ class _Reader:
 
     def columns(self, payloads: Sequence[dict[str, Any]]) -> list[pa.Array]:
         if self._envelope is None:
-            return [self._column(self._fields, payloads, f.name, f.dataType, f.name) for f in self._table.fields]
+            names = self._table.names
+            values = _fields_of(payloads, names)
+            return [self._column(self._fields, values[i], f.dataType, f.name) for i, f in enumerate(self._table.fields)]
         return self._changes(payloads, self._envelope)
 
     @staticmethod
-    def _column(fields: dict[str, Node], objects: Sequence[Any], name: str, target: DataType, key: str) -> pa.Array:
+    def _column(fields: dict[str, Node], values: Sequence[Any], target: DataType, key: str) -> pa.Array:
         found = fields.get(key)
         if found is None:
-            return pa.nulls(len(objects), to_arrow_type(target))
-        return converted(found, [o.get(key) if o is not None else None for o in objects], target)
+            return pa.nulls(len(values), to_arrow_type(target))
+        return converted(found, values, target)
 
     def _changes(self, payloads: Sequence[dict[str, Any]], envelope: EnvelopeSpec) -> list[pa.Array]:
         """A Debezium envelope's rows (schema/envelope.py row_type): the image (`before` for a
@@ -89,16 +91,31 @@ class _Reader:
             raise DeclinedValueError("a change event whose source is not an object")
         image = self._fields.get("after") or self._fields["before"]
         image_fields = dict(image.fields)
+        # Each column's values in one pass over the images (and the sources, for the source columns).
+        names = self._table.names
+        of_image = dict(zip(names, _fields_of(images, names), strict=True))
+        wanted = [n[len(SOURCE_PREFIX) :] for n in names if n.startswith(SOURCE_PREFIX)]
+        of_source = dict(zip(wanted, _fields_of(sources, wanted), strict=True))
         out = []
         for f in self._table.fields:
             name = f.name[len(SOURCE_PREFIX) :] if f.name.startswith(SOURCE_PREFIX) else None
             if f.name == envelope.operation_column:
                 out.append(pa.array(codes, pa.string()))
             elif name is not None and name in source_fields:
-                out.append(self._column(source_fields, sources, f.name, f.dataType, name))
+                out.append(self._column(source_fields, of_source[name], f.dataType, name))
             else:
-                out.append(self._column(image_fields, images, f.name, f.dataType, f.name))
+                out.append(self._column(image_fields, of_image[f.name], f.dataType, f.name))
         return out
+
+
+def _fields_of(objects: Sequence[dict[str, Any] | None], names: Sequence[str]) -> list[Sequence[Any]]:
+    """The values of each of `names` in `objects` (None where an object is None or lacks it), as
+    one list per name: one pass over the objects, the lookups in C."""
+    if not names:
+        return []
+    empty: dict[str, Any] = {}
+    rows = [tuple(map((o if o is not None else empty).get, names)) for o in objects]
+    return list(zip(*rows, strict=True)) if rows else [() for _ in names]
 
 
 def reader(text: bytes, decoder: DirectConnect) -> _Reader | None:
@@ -126,9 +143,26 @@ def reader(text: bytes, decoder: DirectConnect) -> _Reader | None:
 Payload = tuple[_Reader | None, dict[str, Any] | None]  # a record's reader and payload (None, None: no row)
 
 
-def _payload(value: bytes | None, decoder: DirectConnect, readers: dict[bytes, _Reader | None]) -> Payload | None:
+# JsonConverter writes a record as `{"schema":S,"payload":P}`, S first and no spaces: a schema met
+# before is known by its bytes, and only P is parsed (S is most of a Debezium record's bytes).
+_HEAD, _SPLIT = b'{"schema":', b',"payload":'
+_UNSEEN = object()
+
+
+def _payload(value: bytes | None, decoder: DirectConnect, readers: dict[bytes, Any]) -> Payload | None:
     """The reader and payload of a Connect JSON record (`readers`: by schema, as met so far), or
     None when it is not one whose rows fit `decoder`'s table."""
+    raw = _raw_schema(value)
+    if raw is not None:
+        read = readers.get(raw, _UNSEEN)
+        if read is not _UNSEEN:
+            assert value is not None
+            try:
+                payload = orjson.loads(memoryview(value)[len(_HEAD) + len(raw) + len(_SPLIT) : -1])
+            except orjson.JSONDecodeError:
+                payload = None
+            if type(payload) is dict:
+                return (read, payload) if read is not None else None
     found = json_object(value)
     if found is None:
         return None
@@ -139,7 +173,27 @@ def _payload(value: bytes | None, decoder: DirectConnect, readers: dict[bytes, _
     if text not in readers:
         readers[text] = reader(text, decoder)
     read = readers[text]
+    # The bytes before `,"payload":` are the schema's only when they are one JSON value, this one
+    # (each key of `readers` is a schema's text, mapped to that schema's reader).
+    if raw is not None and _parses_to(raw, schema):
+        readers[raw] = read
     return (read, payload) if read is not None else None
+
+
+def _raw_schema(value: bytes | None) -> bytes | None:
+    """The bytes of the record's schema if it is laid out as JsonConverter writes it (else None);
+    only a schema whose bytes parse to the record's schema is known by them (`_payload`)."""
+    if value is None or not value.startswith(_HEAD) or not value.endswith(b"}"):
+        return None
+    at = value.find(_SPLIT)
+    return value[len(_HEAD) : at] if at > 0 else None
+
+
+def _parses_to(raw: bytes, schema: dict[str, Any]) -> bool:
+    try:
+        return bool(orjson.loads(raw) == schema)
+    except orjson.JSONDecodeError:
+        return False
 
 
 def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
@@ -173,12 +227,12 @@ class ConnectRows:
         key_decoder: DirectConnect | None = None, keys: Sequence[str] = (),
     ) -> None:  # fmt: skip
         self._decoder = decoder
-        self._readers: dict[bytes, _Reader | None] = {}
+        self._readers: dict[bytes, Any] = {}
         self._payloads: list[Payload] = []
         self._carry = carry
         self._key_column = key_column
         self._key_decoder = key_decoder
-        self._key_readers: dict[bytes, _Reader | None] = {}
+        self._key_readers: dict[bytes, Any] = {}
         self._from_key = [
             k for k in keys if k != key_column and key_decoder is not None and k in key_decoder.table.names
         ]
