@@ -29,6 +29,7 @@ from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.oracle import JSON_POISON, Ledger
 from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
 from icesink.runtime import faults
 from tests.support.catalog_proxy import CatalogProxy
 from tests.support.cli import finish, pause_env, paused, run_cli, stack, start_cli, tail, while_running
@@ -155,7 +156,7 @@ def test_corrupt_checkpoint_fails_loudly_and_a_deleted_one_resumes_from_the_tabl
     ledger = Ledger()
     ledger.good(topic, 200)
     config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 120})
-    assert run_cli(config).returncode == 0
+    Job(spark, scenario.config(**{"kafka.max_offsets_per_trigger": 120})).run()  # the job before: in-process
     table = scenario.table("visits")
     held = len(snapshots(spark, table))
 
@@ -232,7 +233,7 @@ def test_compaction_and_a_foreign_append_between_check_and_commit(
     ledger = Ledger()
     ledger.good(topic, 200)
     config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 100})
-    assert run_cli(config).returncode == 0  # batches 0 and 1: several small files
+    Job(spark, scenario.config(**{"kafka.max_offsets_per_trigger": 100})).run()  # batches 0 and 1: small files
     table = scenario.table("carts")
 
     ledger.good(topic, 100)
@@ -496,8 +497,7 @@ def test_offsets_aged_out_by_retention(spark: SparkSession, scenario: Scenario, 
     create_topics(topic, partitions=1)
     ledger = Ledger()
     ledger.good(topic, 50)
-    config = scenario.write_config(tmp_path / "job.yaml")
-    assert run_cli(config).returncode == 0
+    Job(spark, scenario.config()).run()  # the job before: in-process
     table = scenario.table("logins")
 
     ledger.good(topic, 50)
@@ -525,7 +525,7 @@ def test_a_recreated_topic_is_refused_until_the_table_is_rewound(
     ledger = Ledger()
     ledger.good(topic, 60)
     config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.fail_on_data_loss": False})
-    assert run_cli(config).returncode == 0
+    Job(spark, scenario.config(**{"kafka.fail_on_data_loss": False})).run()  # the job before: in-process
     table = scenario.table("signups")
 
     admin = AdminClient({"bootstrap.servers": KAFKA})
@@ -577,5 +577,5 @@ def test_poison_of_every_kind_among_good_records(spark: SparkSession, scenario: 
     config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 60})
     assert run_cli(config).returncode == 0
     oracle.check(spark, ledger, scenario.table("events"), [topic], dead_letters(scenario), scenario.checkpoint)
-    assert run_cli(config).returncode == 0  # a rerun adds nothing
+    Job(spark, scenario.config(**{"kafka.max_offsets_per_trigger": 60})).run()  # a rerun adds nothing
     oracle.check(spark, ledger, scenario.table("events"), [topic], dead_letters(scenario), scenario.checkpoint)
