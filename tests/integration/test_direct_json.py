@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.batch import direct_tables
+from icesink.batch import direct_json
 from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
 from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
@@ -32,7 +32,7 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
             produce(t, [{"id": i, "name": f"n{i}", "amount": i * 0.5} for i in range(3)])
     # The sample a new table's columns are inferred from (2 records here) has no w and only whole
     # v: the one-pass job declines the third record, and Spark's decoder infers from all three.
-    monkeypatch.setattr(direct_tables, "SAMPLE_RECORDS", 2)
+    monkeypatch.setattr(direct_json, "SAMPLE_RECORDS", 2)
     produce(topics["late"], [{"id": 1, "v": 1}, {"id": 2, "v": 2}, {"id": 3, "v": 2.5, "w": "x"}])
     sides = {"direct": True, "spark": False}
 

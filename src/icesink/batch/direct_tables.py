@@ -11,7 +11,7 @@ of no envelope into a table whose columns are all longs, doubles, strings, boole
 those at any depth, or arrays of either, nullable but for the key columns (a table of nested
 columns, which Spark's path does not guess, by its own columns); Connect JSON (schemas on), plain
 or Debezium envelopes, into a table their schemas' rows fit (tasks/decode_connect.py); for a table
-that does not exist yet, the columns of a sample of the batch (`_json_schema`). Avro: writer
+that does not exist yet, the columns of a sample of the batch (batch/direct_json.py). Avro: writer
 schemas (those the topics carried last time, or the registry's latest) of records, or of Debezium
 envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`); for a
 table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
@@ -23,7 +23,6 @@ import logging
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pyspark.sql import DataFrame
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import IntegerType, LongType, StringType, StructType
 
@@ -33,30 +32,22 @@ from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.records import change_spec
 from icesink.batch.direct_avro import direct_avro, merged_rows
+from icesink.batch.direct_json import Item, connect_key, json_schema
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
-from icesink.batch.sources import own_ranges, read_ranges
-from icesink.batch.work import Planned, partition_fields
+from icesink.batch.work import partition_fields
 from icesink.batch.write import CHANGES_PER_TASK
-from icesink.config import IncompatiblePolicy, OrderScope, ValueFormat, WriteMode
+from icesink.config import OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
 from icesink.iceberg.order_bound import order_bound
-from icesink.model import PartitionRange
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
 from icesink.tasks.table_out import DirectDecoder
 
 log = logging.getLogger(__name__)
-
-Item = tuple[TablePlan, JavaObject | None, Planned]
-
-# Records of each topic-partition a new JSON table's columns are found in (`_json_schema`).
-SAMPLE_RECORDS = 1000
-# Of Connect JSON records, whose schemas say their columns: the schemas of the first few do.
-CONNECT_SAMPLE = 100
 
 
 @dataclass(frozen=True)
@@ -124,15 +115,15 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
 
 def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool) -> DirectItem | None:
     """A JSON table, of plain JSON (decoded by the tasks' `direct_columns`) or of Connect JSON
-    (tasks/decode_connect.py), with the columns `_json_schema` says."""
+    (tasks/decode_connect.py), with the columns batch/direct_json.py says."""
     decoder = ctx.decoder
     if not isinstance(decoder, JsonDecoder):
         return None
     if key is not None and key.connect:
-        key = _connect_key(ctx, targets, item, key)
+        key = connect_key(ctx, targets, item, key)
         if key is None:
             return None
-    schema, connect = _json_schema(ctx, targets, item, key, decoder)
+    schema, connect = json_schema(ctx, targets, item, key, decoder)
     if schema is None or (key is not None and key.connect and not connect):
         return None
     plan, table, _ = item
@@ -150,85 +141,6 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
         required = any(not f.nullable and f.name not in keys for f in schema.fields)
         found = DirectConnect(schema, decoder.envelope) if not required else None
     return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
-
-
-def _json_schema(
-    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
-) -> tuple[StructType | None, bool]:  # fmt: skip
-    """(the table's columns as the one-pass job writes them, or None; whether its records are
-    Connect JSON). An existing table: its own columns (Connect JSON, whose tasks take the records
-    whose schemas fit it), or its shape (plain JSON, `_plain_schema`). A new table: the columns of a
-    sample (the first `SAMPLE_RECORDS` of each of its topic-partitions in the batch, or
-    `CONNECT_SAMPLE` of change events), Spark's inference's or the rows of its Connect schemas.
-    Until the job has met Connect schemas, or a sample without them, a sample says which the
-    records are (a new table's: once it is not plain JSON)."""
-    table = item[1]
-    sample = None
-    if table is None or (decoder.connect is None and decoder.envelope is not None):
-        records = (SAMPLE_RECORDS if decoder.envelope is None else CONNECT_SAMPLE) if table is None else 1
-        sample = _sample(ctx, targets, item, records)
-    if sample is not None and decoder.connect is not True and decoder.envelope is None:
-        columns = decoder.plain_columns(sample, nested=True)  # None too for Connect JSON
-        if columns is not None or decoder.connect is False:
-            return with_key_column(columns, key), False
-    if sample is not None and decoder.connect is not False:
-        row = decoder.connect_rows(sample)
-        if decoder.connect:
-            return ctx.catalog.spark_schema(table) if table is not None else with_key_column(row, key), True
-    if decoder.connect:
-        return ctx.catalog.spark_schema(table), True
-    if decoder.envelope is not None or table is None:
-        return None, False  # change events without Connect schemas: Spark's path
-    return _plain_schema(ctx, item, key, decoder), False
-
-
-def _connect_key(ctx: BatchContext, targets: Targets, item: Item, key: KeySide) -> KeySide | None:
-    """JSON record keys when they are Connect JSON (a sample says, until the job knows), with a
-    new table's key column type: the rows of its sample's key schemas. None for other JSON keys
-    (Spark's path decodes them)."""
-    decoder = ctx.key_decoder
-    assert isinstance(decoder, JsonDecoder)
-    table = item[1]
-    if table is not None and decoder.connect:
-        return key
-    if decoder.connect is False:
-        return None
-    row = decoder.connect_rows(_sample(ctx, targets, item, CONNECT_SAMPLE if table is None else 1))
-    if not decoder.connect:
-        return None
-    if table is not None:
-        return key
-    return replace(key, new_type=row) if row is not None and row.fields else None
-
-
-def _plain_schema(ctx: BatchContext, item: Item, key: KeySide | None, decoder: JsonDecoder) -> StructType | None:
-    """An existing table of plain JSON: its shape (the guess, made only for plain JSON, no
-    envelope, no Connect schemas met, and tables that spell and nest columns as the records do:
-    records.guess)."""
-    plan, table, planned = item
-    # The guess is the table's columns but the key column: the table's own, in its order.
-    schema = ctx.catalog.spark_schema(table) if planned.values is not None and key else planned.values
-    # A table of nested columns, which Spark's path does not guess (it infers the batch's shape):
-    # the one-pass decoder takes only records of exactly the table's columns, as a guess would, and
-    # so only where a guess would take conflicting values (records.guess).
-    settings = ctx.config.tables.settings_for(plan.table.name)
-    if schema is None and decoder.plain and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER:
-        schema = ctx.catalog.spark_schema(table)
-    return schema
-
-
-def _sample(ctx: BatchContext, targets: Targets, item: Item, records: int) -> DataFrame:
-    """The first `records` records of each of the table's topic-partitions in the batch. The
-    direct decoders take a record only when it is a row of exactly a new table's columns, so a
-    batch its sample does not represent (a key, a wider type, another schema only further on) is
-    declined and goes Spark's way: the table comes out as it would have."""
-    plan = item[0]
-    sample = [
-        PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
-        for r in own_ranges(plan, targets.ranges[plan.table])
-        for last in [min(r.last_offset, r.first_offset + records - 1)]
-    ]
-    return read_ranges(targets.batch.sparkSession, ctx.config, sample)
 
 
 def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem | None:

@@ -1,0 +1,108 @@
+"""A JSON table's columns as the one-pass job writes them (batch/direct_tables.py), and whether its
+records are plain JSON (the tasks' tasks/decode_json.py) or Kafka Connect JSON (their
+tasks/decode_connect.py): an existing table's own, a new table's from a sample of the batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import StructType
+
+from icesink.batch.context import BatchContext
+from icesink.batch.decode.json import JsonDecoder
+from icesink.batch.direct_keys import KeySide, with_key_column
+from icesink.batch.plan import TablePlan
+from icesink.batch.route import Targets
+from icesink.batch.sources import own_ranges, read_ranges
+from icesink.batch.work import Planned
+from icesink.config import IncompatiblePolicy
+from icesink.iceberg.jvm import JavaObject
+from icesink.model import PartitionRange
+
+Item = tuple[TablePlan, JavaObject | None, Planned]
+
+# Records of each topic-partition a new JSON table's columns are found in (`json_schema`).
+SAMPLE_RECORDS = 1000
+# Of Connect JSON records, whose schemas say their columns: the schemas of the first few do.
+CONNECT_SAMPLE = 100
+
+
+def json_schema(
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
+) -> tuple[StructType | None, bool]:  # fmt: skip
+    """(the table's columns as the one-pass job writes them, or None; whether its records are
+    Connect JSON). An existing table: its own columns (Connect JSON, whose tasks take the records
+    whose schemas fit it), or its shape (plain JSON, `_plain_schema`). A new table: the columns of a
+    sample (the first `SAMPLE_RECORDS` of each of its topic-partitions in the batch, or
+    `CONNECT_SAMPLE` of change events), Spark's inference's or the rows of its Connect schemas.
+    Until the job has met Connect schemas, or a sample without them, a sample says which the
+    records are (a new table's: once it is not plain JSON)."""
+    table = item[1]
+    sample = None
+    if table is None or (decoder.connect is None and decoder.envelope is not None):
+        records = (SAMPLE_RECORDS if decoder.envelope is None else CONNECT_SAMPLE) if table is None else 1
+        sample = _sample(ctx, targets, item, records)
+    if sample is not None and decoder.connect is not True and decoder.envelope is None:
+        columns = decoder.plain_columns(sample, nested=True)  # None too for Connect JSON
+        if columns is not None or decoder.connect is False:
+            return with_key_column(columns, key), False
+    if sample is not None and decoder.connect is not False:
+        row = decoder.connect_rows(sample)
+        if decoder.connect:
+            return ctx.catalog.spark_schema(table) if table is not None else with_key_column(row, key), True
+    if decoder.connect:
+        return ctx.catalog.spark_schema(table), True
+    if decoder.envelope is not None or table is None:
+        return None, False  # change events without Connect schemas: Spark's path
+    return _plain_schema(ctx, item, key, decoder), False
+
+
+def connect_key(ctx: BatchContext, targets: Targets, item: Item, key: KeySide) -> KeySide | None:
+    """JSON record keys when they are Connect JSON (a sample says, until the job knows), with a
+    new table's key column type: the rows of its sample's key schemas. None for other JSON keys
+    (Spark's path decodes them)."""
+    decoder = ctx.key_decoder
+    assert isinstance(decoder, JsonDecoder)
+    table = item[1]
+    if table is not None and decoder.connect:
+        return key
+    if decoder.connect is False:
+        return None
+    row = decoder.connect_rows(_sample(ctx, targets, item, CONNECT_SAMPLE if table is None else 1))
+    if not decoder.connect:
+        return None
+    if table is not None:
+        return key
+    return replace(key, new_type=row) if row is not None and row.fields else None
+
+
+def _plain_schema(ctx: BatchContext, item: Item, key: KeySide | None, decoder: JsonDecoder) -> StructType | None:
+    """An existing table of plain JSON: its shape (the guess, made only for plain JSON, no
+    envelope, no Connect schemas met, and tables that spell and nest columns as the records do:
+    records.guess)."""
+    plan, table, planned = item
+    # The guess is the table's columns but the key column: the table's own, in its order.
+    schema = ctx.catalog.spark_schema(table) if planned.values is not None and key else planned.values
+    # A table of nested columns, which Spark's path does not guess (it infers the batch's shape):
+    # the one-pass decoder takes only records of exactly the table's columns, as a guess would, and
+    # so only where a guess would take conflicting values (records.guess).
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    if schema is None and decoder.plain and settings.on_incompatible is IncompatiblePolicy.DEAD_LETTER:
+        schema = ctx.catalog.spark_schema(table)
+    return schema
+
+
+def _sample(ctx: BatchContext, targets: Targets, item: Item, records: int) -> DataFrame:
+    """The first `records` records of each of the table's topic-partitions in the batch. The
+    direct decoders take a record only when it is a row of exactly a new table's columns, so a
+    batch its sample does not represent (a key, a wider type, another schema only further on) is
+    declined and goes Spark's way: the table comes out as it would have."""
+    plan = item[0]
+    sample = [
+        PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
+        for r in own_ranges(plan, targets.ranges[plan.table])
+        for last in [min(r.last_offset, r.first_offset + records - 1)]
+    ]
+    return read_ranges(targets.batch.sparkSession, ctx.config, sample)
