@@ -198,9 +198,8 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
     if i not in found.declined:
         return "the table as created does not fit the files written for it"
     if d.changes is not None:
-        older = (
-            f", an {d.changes.order_by} below {d.order_floor}, which a row of the table holds" if d.order_floor else ""
-        )
+        floor = d.order_floor
+        older = f", an {d.changes.order_by} below {floor}, which a row of the table holds" if floor is not None else ""
         return (
             f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
             "does not decode, a value out of range, no key, an operation not I, U or D, a change event without its "
@@ -217,13 +216,9 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
 
 
 def _format(d: DirectItem) -> str:
-    return (
-        "Avro"
-        if isinstance(d.decoder, DirectAvro)
-        else "Connect JSON"
-        if isinstance(d.decoder, DirectConnect)
-        else "JSON"
-    )
+    if isinstance(d.decoder, DirectAvro):
+        return "Avro"
+    return "Connect JSON" if isinstance(d.decoder, DirectConnect) else "JSON"
 
 
 def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
