@@ -135,11 +135,13 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
         return None
     spec, floor = changes if changes is not None else (None, None)
     keys = spec.keys if spec is not None else ()
-    found: DirectDecoder | None = direct_columns(schema, keys)
+    found: DirectDecoder | None
     if connect:
         # A table of another writer's may have a required column: a null the tasks leave there fails the write.
         required = any(not f.nullable and f.name not in keys for f in schema.fields)
         found = DirectConnect(schema, decoder.envelope) if not required else None
+    else:
+        found = direct_columns(schema, keys)
     return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
 
 
