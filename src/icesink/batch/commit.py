@@ -32,7 +32,9 @@ def commit_batch(
         faults.maybe_kill("after-dead-letters", batch_id, ctx.spark)
 
     def commit(w: Written) -> CommitResult:
-        return commit_table(ctx.catalog, w.work.plan, w.work.table, w.files, batch_id, query_id, w.work.keys)
+        result = commit_table(ctx.catalog, w.work.plan, w.work.table, w.files, batch_id, query_id, w.work.keys)
+        ctx.order_bounds.committed(w.work.plan.table, result.parent_id, result.snapshot_id, w.files)
+        return result
 
     return results + ctx.tables.map(written, commit)
 

@@ -14,6 +14,7 @@ from icesink.batch.decode.build import build_decoder, build_key_decoder
 from icesink.batch.route_rules import Router
 from icesink.batch.seen_schemas import SeenSchemas
 from icesink.config import Config
+from icesink.iceberg.order_bound import OrderBounds
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.kafka import reader
 from icesink.kafka.admin import GroupProgress
@@ -34,6 +35,7 @@ class BatchContext:
     storage: StorageSettings
     group_progress: GroupProgress | None  # kafka.consumer_group's progress; None when not set
     seen: SeenSchemas  # the writer schemas each topic carried last time
+    order_bounds: OrderBounds  # each ordered table's greatest order_by value, carried across batches
     tables: TablePool  # runs the per-table steps side by side (job.table_parallelism)
     # librdkafka's settings for the one-pass job's own Kafka reads (kafka/reader.py); None: Spark's source reads
     librdkafka: dict[str, Any] | None = None
@@ -52,6 +54,7 @@ class BatchContext:
             storage=storage,
             group_progress=GroupProgress(config, group) if (group := config.kafka.consumer_group) else None,
             seen=SeenSchemas(),
+            order_bounds=OrderBounds(spark, config.catalog.name),
             tables=TablePool(spark, config.job.table_parallelism),
             librdkafka=reader.settings(config) if config.kafka.direct_read else None,
         )

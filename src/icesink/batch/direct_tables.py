@@ -41,7 +41,6 @@ from icesink.batch.write import CHANGES_PER_TASK
 from icesink.config import OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
-from icesink.iceberg.order_bound import order_bound
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
@@ -200,8 +199,7 @@ def _change_spec(
     # Bounds of other types compare otherwise in Iceberg than in Arrow (strings) or shift (timestamps).
     if not isinstance(schema[spec.order_by].dataType, IntegerType | LongType):
         return None
-    name = f"{ctx.config.catalog.name}.{plan.table}"
-    known, floor = order_bound(ctx.spark, name, snapshot.snapshotId(), spec.order_by)
+    known, floor = ctx.order_bounds.get(plan.table, snapshot.snapshotId(), spec.order_by)
     return (spec, floor) if known else None
 
 

@@ -39,6 +39,7 @@ class CommitResult:
     records: int
     delete_files: int = 0
     deletes: int = 0
+    parent_id: int | None = None  # the snapshot it was committed on top of
 
 
 def commit_files(
@@ -76,7 +77,7 @@ def commit_files(
             update.set(k, v)
         faults.maybe_pause("before-table-commit", batch_id)
         try:
-            snapshot_id = _commit_fenced(spark, table, update, plan, now, intended, query_id, batch_id)
+            snapshot_id, parent_id = _commit_fenced(spark, table, update, plan, now, intended, query_id, batch_id)
             break
         except _OthersMovedError:
             log.info("table %s: another writer committed offsets of other topics; committing on top", ref)
@@ -92,7 +93,13 @@ def commit_files(
         records=sum(f.record_count for f in data),
         delete_files=len(deletes),
         deletes=sum(f.record_count for f in deletes),
+        parent_id=parent_id,
     )
+
+
+def _ids(snapshot: JavaObject) -> tuple[int, int | None]:
+    parent = snapshot.parentId()
+    return int(snapshot.snapshotId()), int(parent) if parent is not None else None
 
 
 class _OthersMovedError(Exception):
@@ -253,15 +260,16 @@ def _commit_fenced(
     intended: Offsets,
     query_id: str,
     batch_id: int,
-) -> int:
-    """`update.commit()`, valid only on the offsets `now` (see fence.py). Returns the snapshot id.
+) -> tuple[int, int | None]:
+    """`update.commit()`, valid only on the offsets `now` (see fence.py). Returns the snapshot's id
+    and its parent's.
     When the outcome is unclear (the catalog's answer was lost, or a re-sent request found its
     first attempt applied), the table itself says whether this batch landed."""
     ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
     update.validateWith(fence.OffsetsUnchanged(now)).deleteWith(fence.KeepFiles())
     try:
         update.commit()
-        return int(table.currentSnapshot().snapshotId())
+        return _ids(table.currentSnapshot())
     except Py4JJavaError as e:
         failure = str(e.java_exception.getClass().getName())
         if failure not in (_VALIDATION_FAILED, _OUTCOME_UNKNOWN):
@@ -275,7 +283,8 @@ def _commit_fenced(
             "table %s: the commit of batch %d was not confirmed (%s), but the table holds it; going on",
             plan.table, batch_id, failure.rsplit(".", 1)[-1],
         )  # fmt: skip
-        return int(table.currentSnapshot().snapshotId())
+        # Its parent is not known for sure (the table may have moved on since): none is said.
+        return int(table.currentSnapshot().snapshotId()), None
     if failure == _OUTCOME_UNKNOWN:
         raise CommitOutcomeUnknownError(
             f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "
