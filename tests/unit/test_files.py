@@ -7,11 +7,19 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
-from icesink.tasks.files import WriteTask, descriptor_batches, dictionary_columns, split_by_partition, write_files
+from icesink.tasks.files import (
+    WriteTask,
+    close_all,
+    descriptor_batches,
+    dictionary_columns,
+    split_by_partition,
+    write_files,
+)
 from icesink.tasks.storage import StorageSettings
 
 SCHEMA = Schema(
@@ -137,6 +145,37 @@ def test_rows_are_split_by_partition_value(tmp_path: Path) -> None:
         ("data", ("0",)): [3],
         ("deletes", ("0",)): [3],
     }
+
+
+def test_the_files_of_many_partitions_are_closed_together_each_whole(tmp_path: Path) -> None:
+    n = 40  # more open files than closing threads
+    parts = [str(i % 20) for i in range(n)]
+    files = write_files(cdc_task(tmp_path, 1), iter([with_meta(spark_like_batch(0, n), ["U"] * n, parts)]), 0)
+    assert len(files) == 40
+    # One file of each kind per partition, data files before delete files, each whole.
+    assert [f.content for f in files] == ["data"] * 20 + ["deletes"] * 20
+    assert {f.partition for f in files[:20]} == {f.partition for f in files[20:]} == {(str(p),) for p in range(20)}
+    for f in files:
+        ids = pq.read_table(f.path.removeprefix("file://")).column("id").to_pylist()
+        assert ids == [int(f.partition[0]), int(f.partition[0]) + 20]
+        assert_footer_describes(f.footer, f.path)
+
+
+def test_closing_files_awaits_every_close_and_raises_the_first_failure() -> None:
+    closed: list[int] = []
+
+    class Writer:
+        def __init__(self, i: int) -> None:
+            self.i = i
+
+        def close(self) -> None:
+            if self.i == 3:
+                raise OSError("upload of file 3 failed")
+            closed.append(self.i)
+
+    with pytest.raises(OSError, match="file 3"):
+        close_all([Writer(i) for i in range(12)])  # type: ignore[list-item]
+    assert sorted(closed) == [i for i in range(12) if i != 3]
 
 
 def changes_batch(ids: list[int], ops: list[str], offsets: list[int], parts: list[str]) -> pa.RecordBatch:
