@@ -155,6 +155,7 @@ class _Described:
         self._spec = table.spec()
         self._schema = table.schema()
         self._footers: JavaObject | None = None
+        self._partitions: dict[tuple[str | None, ...], JavaObject] = {}  # a data file's, by its values
 
     def _metrics(self, f: WrittenFile) -> JavaObject:
         # From the footer the writer sent along (no read of the file); a file without one is read.
@@ -180,9 +181,11 @@ class _Described:
             .withFileSizeInBytes(f.file_size)
             .withMetrics(self._metrics(f))
         )
-        if self._spec.isPartitioned():
-            builder = builder.withPartitionValues(self._jlist(f.partition))
-        return builder.build()
+        if not self._spec.isPartitioned():
+            return builder.build()
+        built = builder.withPartitionValues(self._jlist(f.partition)).build()
+        self._partitions.setdefault(f.partition, built)
+        return built
 
     def field_ids(self, columns: Sequence[str]) -> JavaObject:
         """The field ids of `columns` as a Java int[]."""
@@ -211,9 +214,13 @@ class _Described:
             out.add(v)
         return out
 
-    def _partition(self, values: Sequence[str | None]) -> JavaObject:
-        # FileMetadata's builder takes no partition strings; a throwaway DataFile parses them the
-        # same way as the data files' builder does.
+    def _partition(self, values: tuple[str | None, ...]) -> JavaObject:
+        # FileMetadata's builder takes no partition strings: the partition of a data file of the
+        # same values (one py4j call; a changelog batch has one for most of its delete files), or
+        # of a throwaway DataFile, parsed the same way as the data files' builder does.
+        same = self._partitions.get(values)
+        if same is not None:
+            return same.partition()
         probe = (
             self._ice.DataFiles.builder(self._spec)
             .withPath("icesink-partition-probe.parquet")
