@@ -212,3 +212,18 @@ def test_a_record_spelled_with_spaces_or_a_schema_holding_payload_reads_the_same
     compact = [ce.wrapped(plain, {"n": i}) for i in range(3)] + [ce.wrapped(plain, {"n": "x"})]
     assert taken(ConnectRows(DirectConnect(table)), compact[:3]) is not None
     assert taken(ConnectRows(DirectConnect(table)), compact) is None, "a known schema's bad value: declined"
+
+
+def test_records_of_two_schemas_interleaved_read_each_by_its_own() -> None:
+    """The last schema met is matched in place (`_Readers.last`): a record of another schema,
+    or of one that shares its first bytes, is read by its own."""
+    table = StructType([StructField("n", IntegerType()), StructField("s", StringType())])
+    one = ce.struct("Value", [ce.field("n", "int32")])
+    two = ce.struct("Value", [ce.field("n", "int32"), ce.field("s", "string")])
+    longer = ce.struct("Value", [ce.field("n", "int64")])  # n wider than the table: declined
+    records = [ce.wrapped(one if i % 2 == 0 else two, {"n": i, "s": f"s{i}"}) for i in range(6)]
+    found = taken(ConnectRows(DirectConnect(table)), records)
+    assert found is not None
+    assert found.to_pylist() == [{"n": i, "s": None if i % 2 == 0 else f"s{i}"} for i in range(6)]
+    assert taken(ConnectRows(DirectConnect(table)), [*records, ce.wrapped(longer, {"n": 7})]) is None
+    assert taken(ConnectRows(DirectConnect(table)), [ce.wrapped(longer, {"n": 7}), *records]) is None

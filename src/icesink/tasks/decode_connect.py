@@ -149,19 +149,34 @@ _HEAD, _SPLIT = b'{"schema":', b',"payload":'
 _UNSEEN = object()
 
 
-def _payload(value: bytes | None, decoder: DirectConnect, readers: dict[bytes, Any]) -> Payload | None:
+class _Readers:
+    """A task's readers of the Connect schemas its records carried: by the schema's text (sorted
+    keys, as parsed) and by its bytes as the records lay it out (`_raw_schema`), with the last
+    schema met by its bytes, which most records repeat."""
+
+    def __init__(self) -> None:
+        self.by_text: dict[bytes, Any] = {}
+        self.last: tuple[bytes, Any] | None = None
+
+
+def _payload(value: bytes | None, decoder: DirectConnect, readers: _Readers) -> Payload | None:
     """The reader and payload of a Connect JSON record (`readers`: by schema, as met so far), or
     None when it is not one whose rows fit `decoder`'s table."""
+    last = readers.last
+    if last is not None and value is not None and _lays_out(value, last[0]):
+        # The last schema's bytes, compared in place: no copy of them, no hash (a Debezium
+        # record is ~90% schema).
+        payload = _parsed_payload(value, last[0])
+        if payload is not None:
+            return (last[1], payload) if last[1] is not None else None
     raw = _raw_schema(value)
     if raw is not None:
-        read = readers.get(raw, _UNSEEN)
+        read = readers.by_text.get(raw, _UNSEEN)
         if read is not _UNSEEN:
             assert value is not None
-            try:
-                payload = orjson.loads(memoryview(value)[len(_HEAD) + len(raw) + len(_SPLIT) : -1])
-            except orjson.JSONDecodeError:
-                payload = None
-            if type(payload) is dict:
+            payload = _parsed_payload(value, raw)
+            if payload is not None:
+                readers.last = (raw, read)
                 return (read, payload) if read is not None else None
     found = json_object(value)
     if found is None:
@@ -170,14 +185,34 @@ def _payload(value: bytes | None, decoder: DirectConnect, readers: dict[bytes, A
     if type(schema) is not dict or type(payload) is not dict:
         return None
     text = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-    if text not in readers:
-        readers[text] = reader(text, decoder)
-    read = readers[text]
+    if text not in readers.by_text:
+        readers.by_text[text] = reader(text, decoder)
+    read = readers.by_text[text]
     # The bytes before `,"payload":` are the schema's only when they are one JSON value, this one
     # (each key of `readers` is a schema's text, mapped to that schema's reader).
     if raw is not None and _parses_to(raw, schema):
-        readers[raw] = read
+        readers.by_text[raw] = read
     return (read, payload) if read is not None else None
+
+
+def _lays_out(value: bytes, raw: bytes) -> bool:
+    """Whether `value` is `{"schema":` `raw` `,"payload":` ... `}`: then `raw` is what
+    `_raw_schema` finds in it (`raw` holds no `,"payload":`, which overlaps no other of itself)."""
+    return (
+        value.startswith(_HEAD)
+        and value.startswith(raw, len(_HEAD))
+        and value.startswith(_SPLIT, len(_HEAD) + len(raw))
+        and value.endswith(b"}")
+    )
+
+
+def _parsed_payload(value: bytes, raw: bytes) -> dict[str, Any] | None:
+    """The payload after the schema `raw` of a record `_lays_out`, when it is a JSON object."""
+    try:
+        payload = orjson.loads(memoryview(value)[len(_HEAD) + len(raw) + len(_SPLIT) : -1])
+    except orjson.JSONDecodeError:
+        return None
+    return payload if type(payload) is dict else None
 
 
 def _raw_schema(value: bytes | None) -> bytes | None:
@@ -227,12 +262,12 @@ class ConnectRows:
         key_decoder: DirectConnect | None = None, keys: Sequence[str] = (),
     ) -> None:  # fmt: skip
         self._decoder = decoder
-        self._readers: dict[bytes, Any] = {}
+        self._readers = _Readers()
         self._payloads: list[Payload] = []
         self._carry = carry
         self._key_column = key_column
         self._key_decoder = key_decoder
-        self._key_readers: dict[bytes, Any] = {}
+        self._key_readers = _Readers()
         self._from_key = [
             k for k in keys if k != key_column and key_decoder is not None and k in key_decoder.table.names
         ]
