@@ -7,8 +7,11 @@ from types import SimpleNamespace
 
 import pyarrow as pa
 
-from icesink.batch.direct import RECORDS_PER_TASK, outcome, task_count
+from icesink.batch.direct import RECORDS_PER_TASK, task_count
+from icesink.batch.direct_letters import MAX_LETTERS
+from icesink.batch.direct_outcome import outcome
 from icesink.tasks.change_rows import key_fingerprints
+from icesink.tasks.dead_letters import NULL_VALUE, Letter, encoded
 from icesink.tasks.one_pass import UNREAD
 
 
@@ -29,12 +32,34 @@ def test_an_empty_share_still_gets_a_task() -> None:
     assert task_count(0, cores=4) == 1
 
 
-def descriptor(table: int, path: str = "", declined: bool = False, keys: bytes | None = None) -> SimpleNamespace:
+def descriptor(
+    table: int, path: str = "", declined: bool = False, keys: bytes | None = None, letters: bytes | None = None
+) -> SimpleNamespace:
     """A row of the one-pass job's result (DIRECT_DDL), as the driver collects it."""
     return SimpleNamespace(
-        table=table, declined=declined, keys=keys, path=path, record_count=1, file_size=1, content="data",
-        partition=[], footer=None,
+        table=table, declined=declined, keys=keys, letters=letters, path=path, record_count=1, file_size=1,
+        content="data", partition=[], footer=None,
     )  # fmt: skip
+
+
+def test_the_outcome_gathers_each_tables_dead_letters_from_its_tasks() -> None:
+    def letter(offset: int) -> Letter:
+        return Letter("t", 0, offset, *NULL_VALUE)
+
+    many = [letter(i) for i in range(MAX_LETTERS + 1)]
+    rows = [
+        descriptor(0, "a.parquet"),
+        descriptor(0, letters=encoded([letter(3)])),
+        descriptor(0, letters=encoded([letter(9), letter(4)])),
+        descriptor(1, "b.parquet"),
+        descriptor(1, letters=encoded(many)),  # too many to read back: Spark's path
+        descriptor(2, letters=encoded([letter(1)])),
+        descriptor(2, declined=True),
+    ]
+    found = outcome(rows, 3)
+    assert [f.path for f in found.files[0]] == ["a.parquet"]
+    assert found.letters == {0: [letter(3), letter(9), letter(4)]}
+    assert found.declined == found.too_many | {2} == {1, 2}
 
 
 def test_the_outcome_keeps_each_tables_files_and_why_one_was_declined() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from icesink.batch.context import BatchContext
@@ -26,9 +26,9 @@ from icesink.model import PartitionRange, WrittenFile
 log = logging.getLogger(__name__)
 
 
-def rows(bad: DataFrame, target: str, batch_id: int, query_id: str) -> DataFrame:
+def rows(bad: DataFrame, target: str | Column, batch_id: int, query_id: str) -> DataFrame:
     """Dead-letter rows for the bad records of one table's share of the batch (`target`: the
-    table they were meant for, or why none was)."""
+    table they were meant for, or why none was; or a column of `bad` saying it per record)."""
     return bad.select(
         "topic", "partition", "offset", "timestamp", "key", "value", "headers",
         F.col(f"{ERROR}.stage").alias("stage"),
@@ -59,24 +59,30 @@ def refuse_bad_records(bad: list[tuple[str, DataFrame]], batch_id: int) -> None:
 
 
 def bad_sources(
-    work: list[TableWork], written: list[Written], unrouted: list[tuple[str, DataFrame]]
-) -> list[tuple[str, DataFrame]]:
+    work: list[TableWork],
+    written: list[Written],
+    others: list[tuple[str, DataFrame]] | list[tuple[str | Column, DataFrame]],
+) -> list[tuple[str | Column, DataFrame]]:
     """(target, records with ERROR) of every table's share that may hold bad records: each pass of a
     written table whose passes counted some (or could not tell), a decoded table left unwritten (no
-    record of it decoded), and the records no table took."""
+    record of it decoded), and `others` (the records no table took, the one-pass job's letters)."""
     by_table = {w.work.plan.table: w for w in written}
-    out = []
+    out: list[tuple[str | Column, DataFrame]] = []
     for w in work:
         done = by_table.get(w.plan.table)
         if done is None:
             out.append((str(w.plan.table), bad_records(w.decoded)))
         elif done.bad != 0:
             out += [(str(w.plan.table), bad_records(p)) for p in done.passes]
-    return out + unrouted
+    return out + list(others)
 
 
 def write_dead_letters(
-    ctx: BatchContext, bad: list[tuple[str, DataFrame]], ranges: list[PartitionRange], batch_id: int, query_id: str
+    ctx: BatchContext,
+    bad: list[tuple[str | Column, DataFrame]],
+    ranges: list[PartitionRange],
+    batch_id: int,
+    query_id: str,
 ) -> tuple[TablePlan, JavaObject, list[WrittenFile]] | None:
     """Writes the dead letters of `bad` ((target, records with ERROR) pairs, see `bad_sources`) the
     table does not hold yet; returns what to commit, or None when there are none."""

@@ -9,11 +9,12 @@ JSON objects of simple columns (tasks/decode_json.py) or Confluent-framed Avro o
 and its Python tasks route the records to their tables, decode them and write the tables' Parquet
 files, returning descriptors as the usual writer does (tasks/files.py). The commit is the same.
 
-The direct decoders take only records they are sure of. When one declines a record, the whole
-table's share of the batch goes the usual way instead (Spark's decoder with the table's shape, a
-second pass for new columns or schema ids, dead letters) and the files the direct job wrote for
-that table are never committed (orphans, as after a failed write, which `icesink maintain`
-removes).
+The direct decoders take only records they are sure of. A record Spark's path would make a dead
+letter of beyond doubt (tasks/dead_letters.py) becomes one (batch/direct_letters.py) and its table
+stays here. When a decoder declines a record, the whole table's share of the batch goes the usual
+way instead (Spark's decoder with the table's shape, a second pass for new columns or schema ids,
+dead letters) and the files the direct job wrote for that table are never committed (orphans, as
+after a failed write, which `icesink maintain` removes). What the tasks report: batch/direct_outcome.py.
 
 Which tables it takes, and with which decoder: batch/direct_tables.py. A table that does not exist
 yet is staged first and created once its files are written: batch/direct_staging.py.
@@ -22,78 +23,60 @@ yet is staged first and created once its files are written: batch/direct_staging
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
 from icesink.batch.direct_json import Item
+from icesink.batch.direct_letters import MAX_LETTERS, letter_records
+from icesink.batch.direct_outcome import Outcome, outcome
 from icesink.batch.direct_staging import create, stage
 from icesink.batch.direct_tables import DirectItem
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import TableWork
 from icesink.batch.write import Written, data_location, error_cause, table_arrow_schema
+from icesink.config import ErrorPolicy
 from icesink.errors import WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
-from icesink.tasks.change_rows import shared_keys
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.files import (
     WriteTask,
-    written_file,
 )
-from icesink.tasks.one_pass import DIRECT_DDL, UNREAD, direct_fn, reading_fn
+from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
 from icesink.tasks.table_out import NAMED, ORDER, DirectTable
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What the one-pass job's rows say, per table index: its files, and why a table was declined."""
+class DirectWritten:
+    """What the direct job did: the tables it wrote, those it declined, and the dead letters of
+    the ones it wrote (records with ERROR, as batch/dead_letters.py takes them)."""
 
-    files: Mapping[int, list[WrittenFile]]
-    declined: frozenset[int]  # a record or value not taken, or all of them when Kafka was not read
-    shared: frozenset[int]  # tables of changes whose keys were written by two tasks
-    unread: bool  # a task could not read its records with librdkafka
-
-
-def outcome(rows: Sequence[Any], tables: int) -> Outcome:
-    """The job's `DIRECT_DDL` rows (collected), for a job of `tables` tables."""
-    declined = {int(r.table) for r in rows if r.declined}
-    fingerprints: dict[int, list[bytes]] = defaultdict(list)
-    for r in rows:
-        if r.keys is not None:
-            fingerprints[int(r.table)].append(bytes(r.keys))
-    shared = {i for i, found in fingerprints.items() if i not in declined and shared_keys(found)}
-    unread = UNREAD in declined
-    files: dict[int, list[WrittenFile]] = defaultdict(list)
-    for r in rows:
-        if not r.declined and r.keys is None:
-            files[int(r.table)].append(written_file(r))
-    every = set(range(tables)) if unread else declined | shared
-    return Outcome(files, frozenset(every), frozenset(shared), unread)
+    written: list[Written]
+    declined: list[Item]
+    letters: list[tuple[str | Column, DataFrame]]
 
 
 def write_direct(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
     query_id: str,
-) -> tuple[list[Written], list[Item]]:  # fmt: skip
-    """Runs the direct job for `items`: (what it wrote, per table it took; the tables it declined)."""
+) -> DirectWritten:  # fmt: skip
+    """Runs the direct job for `items`."""
     if not items:
-        return [], []
+        return DirectWritten([], [], [])
     items, unstaged = stage(ctx, items)
     if not items:
-        return [], unstaged
+        return DirectWritten([], unstaged, [])
     read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
     tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, read, batch_id, query_id))
     avro = any(isinstance(d.decoder, DirectAvro) for d in items)
@@ -122,7 +105,10 @@ def write_direct(
             others.append((d.item[0], None, d.item[2]) if d.staged else d.item)
         else:
             written.append(_written(ctx, d, table, found.files[i]))
-    return written, others
+    letters = {
+        str(d.item[0].table): found.letters[i] for i, d in enumerate(items) if made.get(i) and i in found.letters
+    }
+    return DirectWritten(written, others, letter_records(ctx, letters))
 
 
 def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[WrittenFile]) -> Written:
@@ -195,6 +181,8 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
         return "a task could not read its records with librdkafka"
     if i in found.shared:
         return "one of its keys has changes in topic-partitions that different tasks read"
+    if i in found.too_many:
+        return f"more than {MAX_LETTERS} of its records are dead letters"
     if i not in found.declined:
         return "the table as created does not fit the files written for it"
     if d.changes is not None:
@@ -246,6 +234,12 @@ def _direct_table(
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
     fields = tuple(ctx.catalog.partition_fields(table))
+    # The tasks judge only records of append tables, and only where bad records become dead letters.
+    letters = (
+        d.changes is None
+        and not isinstance(d.decoder, DirectConnect)
+        and ctx.config.decode.on_error is not ErrorPolicy.FAIL
+    )
     task = WriteTask(
         table=str(plan.table),
         arrow_schema=arrow_schema,
@@ -264,7 +258,7 @@ def _direct_table(
     return DirectTable(
         task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes, partition_by=fields,
         key_column=key.column if key is not None else None, key_decoder=key.decoder if key is not None else None,
-        order_floor=d.order_floor,
+        order_floor=d.order_floor, letters=letters,
     )  # fmt: skip
 
 

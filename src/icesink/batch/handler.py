@@ -207,8 +207,9 @@ class BatchHandler:
         direct, todo = split_direct(ctx, targets, todo)
         timings.lap("plan")
         # 2 to 4 at once for plain JSON and Avro tables (direct.py); the tables it declines go on below.
-        written_direct, declined = write_direct(ctx, targets, direct, ranges, batch_id, query_id)
-        todo += declined
+        one_pass = write_direct(ctx, targets, direct, ranges, batch_id, query_id)
+        written_direct = one_pass.written
+        todo += one_pass.declined
         if direct:
             timings.lap("direct")
             if written_direct and len(written_direct) + len(todo) > 1:  # files written, nothing committed
@@ -237,7 +238,8 @@ class BatchHandler:
         lap("write")
         dead = None
         if not refuse:
-            dead = write_dead_letters(ctx, bad_sources(work, written, unrouted), ranges, batch_id, query_id)
+            bad = bad_sources(work, written, [*unrouted, *one_pass.letters])
+            dead = write_dead_letters(ctx, bad, ranges, batch_id, query_id)
         timings.lap("dead_letters")
         # 5. commit
         results = commit_batch(ctx, dead, written, batch_id, query_id)

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from icesink.kafka import reader
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
+from icesink.tasks.dead_letters import NULL_VALUE, Letter, avro_letters, encoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.files import (
     DESCRIPTOR_DDL,
@@ -33,9 +34,9 @@ from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
 
-# A row per file written, per table declined, and per table of changes and task: the fingerprints
-# of the keys it wrote (tasks/change_rows.py).
-DIRECT_DDL = f"table int, declined boolean, keys binary, {DESCRIPTOR_DDL}"
+# A row per file written, per table declined, per table of changes and task: the fingerprints of
+# the keys it wrote (tasks/change_rows.py), and per table and task with dead letters: their letters.
+DIRECT_DDL = f"table int, declined boolean, keys binary, letters binary, {DESCRIPTOR_DDL}"
 # Tables a task finishes at once (200 tables in two tasks: 1.5-2.5 s a task one at a time).
 _WRITERS = 8
 # The table index of the row a task returns when it could not read its records (kafka/reader.py).
@@ -99,10 +100,11 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
             done = list(pool.map(finish, outs.values()))
         written, keys = _finished(outs, done, declined)
+        letters = [(i, encoded(out.letters)) for i, out in outs.items() if out.letters and i not in declined]
         if written:
             faults.maybe_kill_worker("executor-write", batch_id)
             faults.maybe_kill_executor("executor-lost", batch_id)
-        yield from results(written, sorted(declined), keys)
+        yield from results(written, sorted(declined), keys, letters)
 
     return run
 
@@ -119,7 +121,11 @@ def _json_records(
                 continue
             first, last = out.table.takes.get((topic, partition), (1, 0))
             assert out.rows is not None
-            if first <= offset <= last and not out.rows.add(value, (topic, partition, offset), key):
+            if not first <= offset <= last:
+                continue
+            if value is None and out.table.letters:
+                out.letters.append(Letter(topic, partition, offset, *NULL_VALUE))
+            elif not out.rows.add(value, (topic, partition, offset), key):
                 decline(i)
 
 
@@ -150,8 +156,11 @@ def _json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
     """`_json_records` for the one JSON table of the job, which takes every record it reads."""
     assert out.rows is not None
     add = out.rows.add
-    for value in batch.column("value").to_pylist():
-        if not add(value):
+    for at, value in enumerate(batch.column("value").to_pylist()):
+        if value is None and out.table.letters:
+            topic, partition, offset = (batch.column(n)[at].as_py() for n in ("topic", "partition", "offset"))
+            out.letters.append(Letter(topic, partition, offset, *NULL_VALUE))
+        elif not add(value):
             decline(i)
             return
 
@@ -161,8 +170,14 @@ def _avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) ->
     mask = True if out.table.takes_all else taken_mask(batch, out.table.takes)
     if mask is None:
         return
+    mine = batch if mask is True else batch.filter(mask)
+    if out.table.letters:
+        mine, letters = avro_letters(mine, NAMED)
+        out.letters += letters
+        if not mine.num_rows:
+            return
     try:
-        rows = avro_rows(out, batch if mask is True else batch.filter(mask))
+        rows = avro_rows(out, mine)
     except REFUSED:
         rows = None
     changes = out.table.changes is not None
@@ -190,19 +205,24 @@ def taken_mask(batch: pa.RecordBatch, takes: Mapping[tuple[str, int], tuple[int,
 
 
 def results(
-    written: list[tuple[int, WrittenFile]], declined: list[int], keys: Sequence[tuple[int, bytes]] = ()
+    written: list[tuple[int, WrittenFile]], declined: list[int], keys: Sequence[tuple[int, bytes]] = (),
+    letters: Sequence[tuple[int, bytes]] = (),
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """The task's `DIRECT_DDL` rows: a file written, a table declined, a table's key fingerprints."""
-    if not written and not declined and not keys:
+    """The task's `DIRECT_DDL` rows: a file written, a table declined, a table's key fingerprints,
+    a table's dead letters."""
+    n_files, n_declined, n_keys = len(written), len(declined), len(keys)
+    if not n_files + n_declined + n_keys + len(letters):
         return
-    files: list[WrittenFile | None] = [f for _, f in written] + [None] * (len(declined) + len(keys))
+    files: list[WrittenFile | None] = [f for _, f in written] + [None] * (n_declined + n_keys + len(letters))
+    nothing = [None] * (n_files + n_declined)
     arrays = [
-        pa.array([i for i, _ in written] + declined + [i for i, _ in keys], pa.int32()),
-        pa.array([False] * len(written) + [True] * len(declined) + [False] * len(keys), pa.bool_()),
-        pa.array([None] * (len(written) + len(declined)) + [k for _, k in keys], pa.binary()),
+        pa.array([i for i, _ in written] + declined + [i for i, _ in keys] + [i for i, _ in letters], pa.int32()),
+        pa.array([False] * n_files + [True] * n_declined + [False] * (n_keys + len(letters)), pa.bool_()),
+        pa.array(nothing + [k for _, k in keys] + [None] * len(letters), pa.binary()),
+        pa.array(nothing + [None] * n_keys + [x for _, x in letters], pa.binary()),
         *descriptor_columns(files),
     ]
-    yield pa.RecordBatch.from_arrays(arrays, names=["table", "declined", "keys", *DESCRIPTOR_FIELDS])
+    yield pa.RecordBatch.from_arrays(arrays, names=["table", "declined", "keys", "letters", *DESCRIPTOR_FIELDS])
 
 
 def reading_fn(  # type: ignore[no-untyped-def]

@@ -20,6 +20,7 @@ from icesink.config import WriteMode
 from icesink.model import WrittenFile
 from icesink.schema.partitioning import PartitionField
 from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, key_fingerprints, keys_set, operation_codes
+from icesink.tasks.dead_letters import Letter
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
 from icesink.tasks.decode_json import TOMBSTONE, DeclinedValueError, DirectColumn, DirectRows
@@ -64,6 +65,9 @@ class DirectTable:
     # A table of changes ordered across batches (batch/direct_tables.py): a change whose order_by
     # value is below this may be older than the row the table holds, which Spark's path compares.
     order_floor: Any = None
+    # An append table whose records Spark's path would make dead letters of beyond doubt
+    # (tasks/dead_letters.py) become letters, its other records staying here; else they decline it.
+    letters: bool = False
 
 
 class TableOut:
@@ -92,6 +96,7 @@ class TableOut:
         # table's columns), reduced to each key's last once the task has them all.
         self._changes: list[pa.Table] = []
         self.fingerprints: bytes | None = None  # of the keys the task wrote changes for
+        self.letters: list[Letter] = []  # records the task made dead letters of (`DirectTable.letters`)
 
     def add(self, rows: pa.Table) -> None:
         self._chunks += rows.to_batches()

@@ -1,0 +1,129 @@
+"""Dead letters of the one-pass job (tasks/dead_letters.py): the null values and unframed values of
+an Avro append table, the null values of a JSON one, become the dead letters Spark's path makes of
+them, byte for byte (key, value, headers, timestamp, stage, class, message), while the table's
+other records stay on the one-pass path; once and only once after a crash between the dead-letter
+table's commit and the table's."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.bench.workloads import SCHEMA, event
+from dev.kit.kafka import create_topics, end_offsets, produce_keyed
+from dev.kit.scenario import CATALOG, Scenario
+from icesink.job.query import Job
+from icesink.runtime import faults
+from icesink.runtime.timings import BatchTimings
+from tests.support.cli import run_cli
+from tests.support.spark import rows, snapshots, table_offsets
+from tests.support.values import avro_config, avro_values
+
+pytestmark = [pytest.mark.slow]
+
+SIDES = ("direct", "spark")
+
+
+def dead_letters(spark: SparkSession, namespace: str) -> list[tuple[Any, ...]]:
+    """The dead letters as a user compares them: every column but the batch's own ids and time."""
+    table = f"{CATALOG}.{namespace}.dead_letters"
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted(
+        (
+            r.topic, r.partition, r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers or ()),
+            r.stage, r.error_class, r.error_message, r.target_table.rsplit(".", 1)[-1],
+        )
+        for r in spark.table(table).collect()
+    )  # fmt: skip
+
+
+def run(spark: SparkSession, scenario: Scenario, settings: dict[str, Any]) -> list[BatchTimings]:
+    job = Job(spark, scenario.config(**settings))
+    seen: list[BatchTimings] = []
+    job.handler.on_timings = seen.append
+    job.run()
+    return seen
+
+
+def one_pass(timings: list[BatchTimings]) -> list[bool]:
+    """Whether each batch was written by the one-pass job alone (no decode step of Spark's path)."""
+    return ["direct" in t.steps and "decode" not in t.steps for t in timings]
+
+
+def test_avro_null_and_unframed_values_are_dead_letters_of_the_one_pass_job(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("events")
+    create_topics(topic, partitions=2)
+    good = avro_values(topic, SCHEMA, [event(i) for i in range(40)])
+    junk: list[bytes | None] = [b'{"id": 1}', b"\x00\x01", None, b"", b"\x01" + good[0][1:]]
+    records: list[tuple[bytes | None, bytes | None, int]] = []
+    for i, value in enumerate(good):
+        records.append((f"k{i}".encode(), value, i % 2))
+        if i % 8 == 3:
+            records.append((b"bad", junk[i // 8], i % 2))
+    produce_keyed(topic, records)
+
+    def settings(side: str) -> dict[str, Any]:
+        return avro_config(
+            scenario, **{
+                "tables.namespace": f"{scenario.namespace}_{side}",
+                "job.checkpoint_location": str(tmp_path / side),
+                "decode.direct_avro": side == "direct",
+            },
+        )  # fmt: skip
+
+    # The worst moment: the dead letters committed, the table not (the job staged and created it).
+    crashed = run_cli(scenario.write_config(tmp_path / "direct.yaml", **settings("direct")),
+                      env={faults.ENV: "after-dead-letters:0"})  # fmt: skip
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert "SIGKILL at after-dead-letters of batch 0" in crashed.stderr
+    assert len(dead_letters(spark, f"{scenario.namespace}_direct")) == 5
+    table = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_events" for side in SIDES}
+    assert not snapshots(spark, table["direct"]), "created, nothing committed"
+
+    timings = {side: run(spark, scenario, settings(side)) for side in SIDES}
+    assert one_pass(timings["direct"]) == [True], "the replay: its good records in one pass, no decode job"
+    assert one_pass(timings["spark"]) == [False]
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in SIDES}
+    assert found["direct"] == found["spark"], "the same dead letters, once each"
+    assert {(r[5], r[8]) for r in found["direct"]} == {
+        (b'{"id": 1}', "NotConfluentFramed"), (b"\x00\x01", "NotConfluentFramed"), (None, "NullValue"),
+        (b"", "NotConfluentFramed"), (b"\x01" + good[0][1:], "NotConfluentFramed"),
+    }  # fmt: skip
+    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(40))
+    assert rows(spark, table["direct"]) == rows(spark, table["spark"])
+    assert table_offsets(spark, table["direct"]) == end_offsets(topic)
+
+
+def test_json_null_values_are_dead_letters_of_the_one_pass_job(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("clicks")
+    create_topics(topic, partitions=1)
+    records = [(None, f'{{"id": {i}, "page": "p{i}"}}'.encode(), 0) for i in range(20)]
+    records[3:3] = [(b"gone", None, 0)]
+    records[8:8] = [(None, None, 0)]
+    produce_keyed(topic, records)
+
+    def settings(side: str) -> dict[str, Any]:
+        return {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": side == "direct",
+        }
+
+    timings = {side: run(spark, scenario, settings(side)) for side in SIDES}
+    assert one_pass(timings["direct"]) == [True]
+    assert one_pass(timings["spark"]) == [False]
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in SIDES}
+    assert found["direct"] == found["spark"]
+    assert [(r[2], r[5], r[8]) for r in found["direct"]] == [(3, None, "NullValue"), (8, None, "NullValue")]
+    table = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_clicks" for side in SIDES}
+    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(20))
+    assert rows(spark, table["direct"]) == rows(spark, table["spark"])
+    assert table_offsets(spark, table["direct"]) == end_offsets(topic)
