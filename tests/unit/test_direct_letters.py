@@ -4,9 +4,17 @@ in tests/integration/test_direct_letters.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pyarrow as pa
 
-from icesink.tasks.dead_letters import NOT_FRAMED, NULL_VALUE, Letter, avro_letters, decoded, encoded
+from icesink.tasks.dead_letters import MAX_LETTERS, NOT_FRAMED, NULL_VALUE, Letter, avro_letters, decoded, encoded
+from icesink.tasks.decode_json import DirectColumn
+from icesink.tasks.files import WriteTask
+from icesink.tasks.one_pass import direct_fn
+from icesink.tasks.storage import StorageSettings
+from icesink.tasks.table_out import DirectTable
 
 NAMED = "named"
 
@@ -51,3 +59,25 @@ def test_letters_cross_to_the_driver_unchanged() -> None:
     assert decoded(encoded(letters)) == letters
     assert NULL_VALUE == ("decode", "NullValue", "null value (tombstone) for an append-only table")
     assert NOT_FRAMED == ("header", "NotConfluentFramed", "no 0x00 magic byte and schema id")
+
+
+def one_pass_rows(tmp_path: Path, values: list[bytes | None]) -> list[dict[str, Any]]:
+    """The result rows of a one-pass task (tasks/one_pass.direct_fn) over `values`, for one plain
+    JSON append table that makes dead letters, written to a local folder."""
+    schema = pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])
+    task = WriteTask("ns.t", schema, f"file://{tmp_path}/", "q-00000001", storage=StorageSettings())
+    table = DirectTable(task, (DirectColumn("id", "long"),), {("t", 1): (100, 100 + len(values))}, True, letters=True)
+    run = direct_fn([table], batch_id=1)
+    out = pa.Table.from_batches(list(run(iter([batch(values)])))).to_pylist()
+    return sorted(out, key=lambda r: (r["letters"] is not None, r["declined"]))
+
+
+def test_a_task_reports_its_dead_letters_beside_its_files(tmp_path: Path) -> None:
+    found = one_pass_rows(tmp_path, [b'{"id": 1}', None, b'{"id": 2}', None])
+    assert [(r["table"], r["declined"], r["record_count"]) for r in found] == [(0, False, 2), (0, False, None)]
+    assert decoded(found[1]["letters"]) == [Letter("t", 1, 101, *NULL_VALUE), Letter("t", 1, 103, *NULL_VALUE)]
+
+
+def test_a_task_with_more_dead_letters_than_the_driver_reads_back_declines_the_table(tmp_path: Path) -> None:
+    found = one_pass_rows(tmp_path, [b'{"id": 1}'] + [None] * (MAX_LETTERS + 1))
+    assert [(r["table"], r["declined"], r["letters"]) for r in found] == [(0, True, None)]

@@ -8,10 +8,9 @@ from types import SimpleNamespace
 import pyarrow as pa
 
 from icesink.batch.direct import RECORDS_PER_TASK, task_count
-from icesink.batch.direct_letters import MAX_LETTERS
 from icesink.batch.direct_outcome import outcome
 from icesink.tasks.change_rows import key_fingerprints
-from icesink.tasks.dead_letters import NULL_VALUE, Letter, encoded
+from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, encoded
 from icesink.tasks.one_pass import UNREAD
 
 

@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
 from icesink.batch.direct_json import Item
-from icesink.batch.direct_letters import MAX_LETTERS, letter_records
+from icesink.batch.direct_letters import letter_records
 from icesink.batch.direct_outcome import Outcome, outcome
 from icesink.batch.direct_staging import create, stage
 from icesink.batch.direct_tables import DirectItem
@@ -46,6 +46,7 @@ from icesink.errors import WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
+from icesink.tasks.dead_letters import MAX_LETTERS
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.files import (
@@ -196,11 +197,14 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
     if isinstance(d.decoder, DirectAvro):
         return (
             "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
-            "value out of range)"
+            f"value out of range), or more than {MAX_LETTERS} dead letters"
         )
     if isinstance(d.decoder, DirectConnect):
         return "a record the one-pass Connect JSON decoder does not take (a schema with a new column or another type)"
-    return "a record the one-pass JSON decoder does not take (a new column, another type, not a JSON object)"
+    return (
+        "a record the one-pass JSON decoder does not take (a new column, another type, not a JSON object), or "
+        f"more than {MAX_LETTERS} dead letters"
+    )
 
 
 def _format(d: DirectItem) -> str:

@@ -17,10 +17,6 @@ from icesink.batch.sources import read_ranges
 from icesink.model import PartitionRange, TopicPartition
 from icesink.tasks.dead_letters import Letter
 
-# A table's dead letters in one batch beyond which its share takes Spark's path instead: each
-# letter's topic-partition is read again from its first letter to its last, a scan that many bad
-# records (a topic of another format, a wrong decoder) make as long as the batch's own.
-MAX_LETTERS = 1_000
 _TARGET = "__icesink_target"
 _LETTERS = (
     f"topic string, partition int, offset long, {_TARGET} string, stage string, error_class string, message string"

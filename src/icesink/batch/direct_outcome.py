@@ -8,10 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from icesink.batch.direct_letters import MAX_LETTERS
 from icesink.model import WrittenFile
 from icesink.tasks.change_rows import shared_keys
-from icesink.tasks.dead_letters import Letter, decoded
+from icesink.tasks.dead_letters import MAX_LETTERS, Letter, decoded
 from icesink.tasks.files import written_file
 from icesink.tasks.one_pass import UNREAD
 

@@ -30,6 +30,12 @@ class Letter(NamedTuple):
     message: str
 
 
+# A table's dead letters in one batch beyond which its share takes Spark's path instead: the driver
+# reads each letter's topic-partition again from its first letter to its last, a scan that many bad
+# records (a topic of another format, a wrong decoder) make as long as the batch's own; and a task
+# holds its letters until it ends.
+MAX_LETTERS = 1_000
+
 # (stage, error class, message), as Spark's path words them for the record's `value` column.
 NULL_VALUE = ("decode", "NullValue", "null value (tombstone) for an append-only table")
 NOT_FRAMED = ("header", "NotConfluentFramed", "no 0x00 magic byte and schema id")

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from icesink.kafka import reader
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
-from icesink.tasks.dead_letters import NULL_VALUE, Letter, avro_letters, encoded
+from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, avro_letters, encoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.files import (
     DESCRIPTOR_DDL,
@@ -125,6 +125,8 @@ def _json_records(
                 continue
             if value is None and out.table.letters:
                 out.letters.append(Letter(topic, partition, offset, *NULL_VALUE))
+                if len(out.letters) > MAX_LETTERS:
+                    decline(i)
             elif not out.rows.add(value, (topic, partition, offset), key):
                 decline(i)
 
@@ -160,6 +162,9 @@ def _json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
         if value is None and out.table.letters:
             topic, partition, offset = (batch.column(n)[at].as_py() for n in ("topic", "partition", "offset"))
             out.letters.append(Letter(topic, partition, offset, *NULL_VALUE))
+            if len(out.letters) > MAX_LETTERS:
+                decline(i)
+                return
         elif not add(value):
             decline(i)
             return
@@ -174,6 +179,9 @@ def _avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) ->
     if out.table.letters:
         mine, letters = avro_letters(mine, NAMED)
         out.letters += letters
+        if len(out.letters) > MAX_LETTERS:
+            decline(i)
+            return
         if not mine.num_rows:
             return
     try:
