@@ -198,7 +198,7 @@ def test_a_key_sparks_path_would_not_decode_is_declined(key: bytes) -> None:
 
 
 def test_a_record_spelled_with_spaces_or_a_schema_holding_payload_reads_the_same() -> None:
-    """JsonConverter's compact records are read by their schema's bytes, once met (`_payload`);
+    """JsonConverter's compact records are read by their schema's bytes, once met (tasks/connect_payloads.py);
     any other spelling, or a schema whose bytes hold `,"payload":` themselves, parse whole."""
     odd = ce.field("n", "int32", optional=False, default=1, parameters={"x": 1, "payload": 2})
     schema = ce.struct("Value", [odd, ce.field("s", "string")])
@@ -215,7 +215,7 @@ def test_a_record_spelled_with_spaces_or_a_schema_holding_payload_reads_the_same
 
 
 def test_records_of_two_schemas_interleaved_read_each_by_its_own() -> None:
-    """The last schema met is matched in place (`_Readers.last`): a record of another schema,
+    """The last schema met is matched in place (`connect_payloads.Readers.last`): a record of another schema,
     or of one that shares its first bytes, is read by its own."""
     table = StructType([StructField("n", IntegerType()), StructField("s", StringType())])
     one = ce.struct("Value", [ce.field("n", "int32")])

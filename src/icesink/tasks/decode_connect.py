@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_type
@@ -34,8 +33,9 @@ from pyspark.sql.types import (
 from icesink.schema.connect import ConnectSchemaError, Node, parse_schema
 from icesink.schema.envelope import SOURCE_PREFIX, EnvelopeError, EnvelopeSpec, row_type
 from icesink.schema.evolution import fits
+from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_values import converted
-from icesink.tasks.decode_json import DeclinedValueError, carried_columns, json_object
+from icesink.tasks.decode_json import DeclinedValueError, carried_columns
 from icesink.tasks.envelope_rows import OPS
 
 
@@ -143,94 +143,6 @@ def reader(text: bytes, decoder: DirectConnect) -> _Reader | None:
 Payload = tuple[_Reader | None, dict[str, Any] | None]  # a record's reader and payload (None, None: no row)
 
 
-# JsonConverter writes a record as `{"schema":S,"payload":P}`, S first and no spaces: a schema met
-# before is known by its bytes, and only P is parsed (S is most of a Debezium record's bytes).
-_HEAD, _SPLIT = b'{"schema":', b',"payload":'
-_UNSEEN = object()
-
-
-class _Readers:
-    """A task's readers of the Connect schemas its records carried: by the schema's text (sorted
-    keys, as parsed) and by its bytes as the records lay it out (`_raw_schema`), with the last
-    schema met by its bytes, which most records repeat."""
-
-    def __init__(self) -> None:
-        self.by_text: dict[bytes, Any] = {}
-        self.last: tuple[bytes, Any] | None = None
-
-
-def _payload(value: bytes | None, decoder: DirectConnect, readers: _Readers) -> Payload | None:
-    """The reader and payload of a Connect JSON record (`readers`: by schema, as met so far), or
-    None when it is not one whose rows fit `decoder`'s table."""
-    last = readers.last
-    if last is not None and value is not None and _lays_out(value, last[0]):
-        # The last schema's bytes, compared in place: no copy of them, no hash (a Debezium
-        # record is ~90% schema).
-        payload = _parsed_payload(value, last[0])
-        if payload is not None:
-            return (last[1], payload) if last[1] is not None else None
-    raw = _raw_schema(value)
-    if raw is not None:
-        read = readers.by_text.get(raw, _UNSEEN)
-        if read is not _UNSEEN:
-            assert value is not None
-            payload = _parsed_payload(value, raw)
-            if payload is not None:
-                readers.last = (raw, read)
-                return (read, payload) if read is not None else None
-    found = json_object(value)
-    if found is None:
-        return None
-    schema, payload = found.get("schema"), found.get("payload")
-    if type(schema) is not dict or type(payload) is not dict:
-        return None
-    text = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-    if text not in readers.by_text:
-        readers.by_text[text] = reader(text, decoder)
-    read = readers.by_text[text]
-    # The bytes before `,"payload":` are the schema's only when they are one JSON value, this one
-    # (each key of `readers` is a schema's text, mapped to that schema's reader).
-    if raw is not None and _parses_to(raw, schema):
-        readers.by_text[raw] = read
-    return (read, payload) if read is not None else None
-
-
-def _lays_out(value: bytes, raw: bytes) -> bool:
-    """Whether `value` is `{"schema":` `raw` `,"payload":` ... `}`: then `raw` is what
-    `_raw_schema` finds in it (`raw` holds no `,"payload":`, which overlaps no other of itself)."""
-    return (
-        value.startswith(_HEAD)
-        and value.startswith(raw, len(_HEAD))
-        and value.startswith(_SPLIT, len(_HEAD) + len(raw))
-        and value.endswith(b"}")
-    )
-
-
-def _parsed_payload(value: bytes, raw: bytes) -> dict[str, Any] | None:
-    """The payload after the schema `raw` of a record `_lays_out`, when it is a JSON object."""
-    try:
-        payload = orjson.loads(memoryview(value)[len(_HEAD) + len(raw) + len(_SPLIT) : -1])
-    except orjson.JSONDecodeError:
-        return None
-    return payload if type(payload) is dict else None
-
-
-def _raw_schema(value: bytes | None) -> bytes | None:
-    """The bytes of the record's schema if it is laid out as JsonConverter writes it (else None);
-    only a schema whose bytes parse to the record's schema is known by them (`_payload`)."""
-    if value is None or not value.startswith(_HEAD) or not value.endswith(b"}"):
-        return None
-    at = value.find(_SPLIT)
-    return value[len(_HEAD) : at] if at > 0 else None
-
-
-def _parses_to(raw: bytes, schema: dict[str, Any]) -> bool:
-    try:
-        return bool(orjson.loads(raw) == schema)
-    except orjson.JSONDecodeError:
-        return False
-
-
 def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
     """The rows of `payloads`, in their order, as the table's columns (a row of nulls where there
     is no reader), a schema's records at a time."""
@@ -262,12 +174,12 @@ class ConnectRows:
         key_decoder: DirectConnect | None = None, keys: Sequence[str] = (),
     ) -> None:  # fmt: skip
         self._decoder = decoder
-        self._readers = _Readers()
+        self._readers = Readers(lambda text: reader(text, decoder))
         self._payloads: list[Payload] = []
         self._carry = carry
         self._key_column = key_column
         self._key_decoder = key_decoder
-        self._key_readers = _Readers()
+        self._key_readers = Readers(lambda text: reader(text, key_decoder)) if key_decoder is not None else None
         self._from_key = [
             k for k in keys if k != key_column and key_decoder is not None and k in key_decoder.table.names
         ]
@@ -286,7 +198,7 @@ class ConnectRows:
         if value is None and self._carry and self._key_column is not None:
             self._payloads.append((None, None))  # a tombstone
         else:
-            found = _payload(value, self._decoder, self._readers)
+            found = self._readers.payload(value)
             if found is None:
                 return False
             self._payloads.append(found)
@@ -321,7 +233,8 @@ class ConnectRows:
         """The record keys' payloads as the key column's structs (null for a null key); raises
         DeclinedValueError for a key that is not Connect JSON fitting the column (Spark's path: a
         key error, a dead letter)."""
-        found = [_payload(k, decoder, self._key_readers) if k is not None else (None, None) for k in keys]
+        assert self._key_readers is not None
+        found = [self._key_readers.payload(k) if k is not None else (None, None) for k in keys]
         if any(f is None for f in found):
             raise DeclinedValueError("a record key that is not Connect JSON of the key column's fields")
         payloads = [f for f in found if f is not None]
