@@ -12,15 +12,16 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
+from icesink.tasks.descriptors import descriptor_batches
 from icesink.tasks.files import (
     WriteTask,
     close_all,
-    descriptor_batches,
     dictionary_columns,
     split_by_partition,
     write_files,
 )
 from icesink.tasks.storage import StorageSettings
+from tests.support.files import local_task
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -44,14 +45,7 @@ def spark_like_batch(start: int, n: int) -> pa.RecordBatch:
 
 
 def task(folder: Path, target: int = 128 * 1024 * 1024) -> WriteTask:
-    return WriteTask(
-        table="ns.t",
-        arrow_schema=schema_to_pyarrow(SCHEMA),
-        data_location=f"file://{folder}/",
-        file_prefix="q-00000001",
-        storage=StorageSettings(),
-        target_file_size=target,
-    )
+    return local_task(folder, schema_to_pyarrow(SCHEMA), target)
 
 
 def test_files_carry_iceberg_field_ids_and_all_rows(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from icesink.iceberg import order_bound as ob
 from icesink.model import TableRef, WrittenFile
-from icesink.tasks.files import WriteTask, write_files
-from icesink.tasks.storage import StorageSettings
+from icesink.tasks.files import write_files
+from tests.support.files import local_task
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
@@ -30,14 +30,7 @@ T = TableRef("ns", "t")
 
 def written(folder: Path, lsns: list[int | None], target: int = 128 * 1024 * 1024) -> list[WrittenFile]:
     folder.mkdir(parents=True, exist_ok=True)
-    task = WriteTask(
-        table="ns.t",
-        arrow_schema=schema_to_pyarrow(SCHEMA),
-        data_location=f"file://{folder}/",
-        file_prefix="q-00000001",
-        storage=StorageSettings(),
-        target_file_size=target,
-    )
+    task = local_task(folder, schema_to_pyarrow(SCHEMA), target)
     n = len(lsns)
     rows = pa.RecordBatch.from_arrays(
         [pa.array(range(n), pa.int64()), pa.array(lsns, pa.int64()), pa.array([f"n{i}" for i in range(n)])],

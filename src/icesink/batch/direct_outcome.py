@@ -11,7 +11,7 @@ from typing import Any
 from icesink.model import WrittenFile
 from icesink.tasks.change_rows import shared_keys
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter, decoded
-from icesink.tasks.files import written_file
+from icesink.tasks.descriptors import written_file
 from icesink.tasks.one_pass import UNREAD
 
 

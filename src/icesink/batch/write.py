@@ -31,7 +31,8 @@ from icesink.errors import ConfigError, WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.model import PartitionRange, TableRef, WrittenFile
 from icesink.runtime import faults
-from icesink.tasks.files import DESCRIPTOR_DDL, WriteTask, map_in_arrow_fn, written_file
+from icesink.tasks.descriptors import DESCRIPTOR_DDL, written_file
+from icesink.tasks.files import WriteTask, map_in_arrow_fn
 
 
 @dataclass(frozen=True)

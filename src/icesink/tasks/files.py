@@ -2,7 +2,7 @@
 
 Runs inside `mapInArrow`, so the rows never reach the driver: each task writes its files straight
 to object storage and yields one small descriptor row per file: a `WrittenFile`, field for field
-(`DESCRIPTOR_DDL`, `written_file`). The driver commits the descriptors; a file that is never
+(tasks/descriptors.py). The driver commits the descriptors; a file that is never
 committed is an orphan, invisible to readers.
 
 The input columns are: the partition values (as strings, one column per partition field), the
@@ -28,21 +28,11 @@ import pyarrow.parquet as pq
 
 from icesink.model import WrittenFile
 from icesink.runtime import faults
+from icesink.tasks.descriptors import descriptor_batches
 from icesink.tasks.last_changes import last_per_key, not_older
 from icesink.tasks.storage import StorageSettings
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
-# A descriptor row's column types, one per field of WrittenFile (a new field fails here, at import).
-_DESCRIPTOR_TYPES = {
-    "path": ("string", pa.string()),
-    "record_count": ("long", pa.int64()),
-    "file_size": ("long", pa.int64()),
-    "content": ("string", pa.string()),
-    "partition": ("array<string>", pa.list_(pa.string())),
-    "footer": ("binary", pa.binary()),
-}
-DESCRIPTOR_FIELDS = list(WrittenFile.__annotations__)  # its fields, in order
-DESCRIPTOR_DDL = ", ".join(f"{name} {_DESCRIPTOR_TYPES[name][0]}" for name in DESCRIPTOR_FIELDS)
 DATA, DELETES = "data", "deletes"
 ROW_GROUP_ROWS = 256 * 1024
 # A column's dictionary stops growing at this size and the rest of its row group is written plain.
@@ -51,12 +41,6 @@ ROW_GROUP_ROWS = 256 * 1024
 # plain strings: the benchmark's rows took 10.1 bytes each, 8.2 with 64 KB (Spark's Iceberg sink:
 # 9.2), and the write got faster. A low-cardinality column still fits its dictionary.
 DICTIONARY_PAGE_LIMIT = 64 * 1024
-
-
-def written_file(row: Any) -> WrittenFile:
-    """The WrittenFile of a descriptor row (a Spark Row of `DESCRIPTOR_DDL`) collected on the driver."""
-    footer = bytes(row.footer) if row.footer is not None else b""
-    return WrittenFile(row.path, row.record_count, row.file_size, row.content, tuple(row.partition or ()), footer)
 
 
 @dataclass(frozen=True)
@@ -353,24 +337,6 @@ def _gathered(batches: Iterator[pa.RecordBatch], writer: _TaskWriter) -> Iterato
             pending, pending_rows = [], 0
     if pending:
         yield pa.Table.from_batches(pending)
-
-
-def descriptor_batches(files: list[WrittenFile]) -> Iterator[pa.RecordBatch]:
-    """The files as descriptor rows (`DESCRIPTOR_DDL`), one Arrow batch."""
-    if files:
-        yield pa.RecordBatch.from_arrays(descriptor_columns(files), names=DESCRIPTOR_FIELDS)
-
-
-def descriptor_columns(files: Sequence[WrittenFile | None]) -> list[pa.Array]:
-    """The descriptor columns of `files`, in `DESCRIPTOR_DDL` order (all nulls for a None)."""
-    return [
-        pa.array([_descriptor_value(getattr(f, n)) if f is not None else None for f in files], _DESCRIPTOR_TYPES[n][1])
-        for n in DESCRIPTOR_FIELDS
-    ]
-
-
-def _descriptor_value(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
 
 
 def map_in_arrow_fn(task: WriteTask):  # type: ignore[no-untyped-def]

@@ -24,11 +24,7 @@ from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, avro_letters, encoded
 from icesink.tasks.decode_avro import DirectAvro
-from icesink.tasks.files import (
-    DESCRIPTOR_DDL,
-    DESCRIPTOR_FIELDS,
-    descriptor_columns,
-)
+from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
 from icesink.tasks.table_out import NAMED, REFUSED, DirectTable, TableOut, avro_rows, finish, flush_or_decline
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
