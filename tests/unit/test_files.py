@@ -93,15 +93,9 @@ def test_every_file_carries_its_footer(tmp_path: Path) -> None:
 
 def cdc_task(folder: Path, partitions: int) -> WriteTask:
     arrow = schema_to_pyarrow(SCHEMA)
-    return WriteTask(
-        table="ns.t",
-        arrow_schema=arrow,
-        data_location=f"file://{folder}/",
-        file_prefix="q-00000002",
-        storage=StorageSettings(),
-        partition_columns=partitions,
-        delete_schema=pa.schema([arrow.field("id")]),
-    )
+    delete_schema = pa.schema([arrow.field("id")])
+    return replace(local_task(folder, arrow), file_prefix="q-00000002", partition_columns=partitions,
+                   delete_schema=delete_schema)  # fmt: skip
 
 
 def with_meta(batch: pa.RecordBatch, ops: list[str], parts: list[str | None] | None) -> pa.RecordBatch:
