@@ -48,15 +48,16 @@ def classpath_folders() -> list[Path]:
 
 
 def archive_key(java_version: str, folders: list[Path]) -> str:
-    """The key of an archive: Java's version and the jars of the driver's classpath, by path, name
-    and size. The JVM maps an archive only for the classpath it was made with, paths included: a
+    """The key of an archive: Java's version and the jars of the driver's classpath, by path, name,
+    size and modification time. The JVM maps an archive only for the classpath it was made with, paths included: a
     clone elsewhere (CI's) has its own pyspark jars and needs its own archive, or every job of its
     run warns and goes without one (which CI did, unseen, until the key had the paths)."""
     key = hashlib.sha256(java_version.encode())
     for folder in folders:
         key.update(str(folder.resolve()).encode())
-        for jar in sorted(folder.glob("*.jar")):
-            key.update(f"{jar.name}:{jar.stat().st_size}".encode())
+        for jar in sorted(folder.glob("*.jar")):  # the JVM checks each jar's size and time too
+            stat = jar.stat()
+            key.update(f"{jar.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return key.hexdigest()[:16]
 
 
@@ -68,6 +69,16 @@ def making_options(target: Path) -> str:
 def using_options(archive: Path) -> str:
     """The options of a job run that maps its classes from `archive`."""
     return f"-XX:SharedArchiveFile={archive} {C1_ONLY}"
+
+
+def options_now(options: str) -> str:
+    """`options` (`using_options`'s) as a job started now gets them: the archive is made while the
+    session's first tests run (tests/integration/conftest.py), and a job started before it is
+    there gets C1 alone, not a missing archive's warning."""
+    for option in options.split():
+        if option.startswith("-XX:SharedArchiveFile=") and not Path(option.split("=", 1)[1]).exists():
+            return " ".join(o for o in options.split() if o != option)
+    return options
 
 
 def keep_recent(used: Path, most: int = 3) -> None:

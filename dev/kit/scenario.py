@@ -73,7 +73,7 @@ class Scenario:
         """The config written for a job process; a test session's driver JVM options
         (`jvm_archive.ENV`) go in, unless the overrides set the driver's options themselves."""
         raw = self.raw_config(**overrides)
-        java = os.environ.get(jvm_archive.ENV)
+        java = jvm_archive.options_now(os.environ.get(jvm_archive.ENV, ""))
         conf = raw.setdefault("spark", {}).setdefault("conf", {})
         if java and "spark.driver.extraJavaOptions" not in conf:
             conf["spark.driver.extraJavaOptions"] = java

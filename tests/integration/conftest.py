@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,17 +23,24 @@ log = logging.getLogger(__name__)
 
 @pytest.fixture(scope="session", autouse=True)
 def job_jvm_archive(stack: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Job processes map their driver's classes from an archive (made here by one small job run
-    when this machine has none for its Java and classpath, ~1.5 minutes) and JIT with C1 alone:
-    32 -> 18.5 s for a small job. Without an archive (its run failed) they run as before, slower."""
+    """Job processes map their driver's classes from an archive and JIT with C1 alone: 32 -> 18.5 s
+    for a small job. A machine without an archive for its Java and classpath makes one with a
+    small job run (~75 s), in the background while the session's first tests run (most run
+    Spark in this process, not jobs): a job started before it is there runs without it
+    (`jvm_archive.options_now`), and so does every job if its run failed."""
     archive = jvm_archive.archive_path()
+    maker = None
     if not archive.exists():
-        _make_archive(archive, tmp_path_factory.mktemp("jvm-archive"))
-    jvm_archive.keep_recent(archive)
+        maker = threading.Thread(
+            target=_make_archive, args=(archive, tmp_path_factory.mktemp("jvm-archive")), daemon=True
+        )
+        maker.start()
     with pytest.MonkeyPatch.context() as env:
-        if archive.exists():
-            env.setenv(jvm_archive.ENV, jvm_archive.using_options(archive))
+        env.setenv(jvm_archive.ENV, jvm_archive.using_options(archive))
         yield
+    if maker is not None:
+        maker.join(timeout=600)
+    jvm_archive.keep_recent(archive)
 
 
 def _make_archive(archive: Path, tmp: Path) -> None:

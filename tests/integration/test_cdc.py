@@ -123,9 +123,9 @@ def test_crash_after_the_commit_replays_without_doubling_or_losing(
     the one-pass CDC crash test's (test_direct_cdc.py), the path most changelog batches take."""
     topic = scenario.topic("ledger")
     create_topics(topic, partitions=PARTITIONS)
-    changes = list(random_changes(6_000, 600, PARTITIONS, seed=11))
+    changes = list(random_changes(3_000, 300, PARTITIONS, seed=11))
     produce_keyed(topic, records(changes))
-    config = scenario.write_config(tmp_path / "job.yaml", **cdc_config(**{"kafka.max_offsets_per_trigger": 2_500}))
+    config = scenario.write_config(tmp_path / "job.yaml", **cdc_config(**{"kafka.max_offsets_per_trigger": 1_200}))
 
     crashed = run_cli(config, env={faults.ENV: "after-commit:1"})
     table = scenario.table("ledger")
@@ -133,7 +133,7 @@ def test_crash_after_the_commit_replays_without_doubling_or_losing(
     assert len(snapshots(spark, table)) == 2, "batches 0 and 1 were committed to the table"
     assert not (scenario.checkpoint / "commits" / "1").exists(), "killed before Spark's commit log"
 
-    more = list(random_changes(1_500, 600, PARTITIONS, seed=12))
+    more = list(random_changes(800, 300, PARTITIONS, seed=12))
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in more]
     produce_keyed(topic, records(more))
     resumed = run_cli(config)

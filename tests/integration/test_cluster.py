@@ -1,7 +1,7 @@
 """The job on a real Spark standalone cluster (`dev/stack up --with-spark`: a master and two
 workers of one core each, executors in their own JVMs), submitted as the README tells users:
-`scripts/submit --master spark://...` in client mode and in cluster mode (the driver on a worker),
-icesink shipped as a zip (--py-files), the jars from the local folder.
+`scripts/submit --master spark://... --deploy-mode cluster` (the driver on a worker), icesink
+shipped as a zip (--py-files), the jars from the local folder.
 
 The venv that runs these tests has icesink installed (editable, from src/), and so would every
 Python the cluster starts: the job's Pythons get a sitecustomize that hides it, so they can import
@@ -104,20 +104,38 @@ def produced(scenario: Scenario, name: str, per_partition: tuple[int, int]) -> t
     return topic, ledger
 
 
-def test_in_cluster_mode_the_driver_runs_on_a_worker(
+def test_in_cluster_mode_the_driver_runs_on_a_worker_and_an_executor_killed_in_the_write_is_replaced(
     cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
 ) -> None:
-    topic, ledger = produced(scenario, "tolls.20240403", (25, 35))
+    """Cluster mode (the driver on a worker), the package shipped as the README ships it; the
+    executor that writes the batch's files dies (SIGKILL) after writing them, before Spark hears of
+    them: its worker starts a new executor with the package, Spark runs the task again, the batch
+    commits once. (Client mode, the driver in the submitting process: test_signals.py submits to a
+    local master; a client-mode test on the cluster as well cost CI 70 s.)"""
+    topic, ledger = produced(scenario, "fares.20240402", (25, 35))
     config = cluster_config(scenario, tmp_path / "job.yaml")
-    done = submit(config, tmp_path / "submit.log", without_installed_icesink, deploy_mode="cluster")
+    once = tmp_path / "killed-once"
+    done = submit(
+        config, tmp_path / "submit.log", without_installed_icesink,
+        "--conf", f"spark.executorEnv.{faults.ENV}=executor-lost:0",
+        "--conf", f"spark.executorEnv.{faults.ONCE_ENV}={once}",
+        deploy_mode="cluster",
+    )  # fmt: skip
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-3000:]
     driver = re.search(r"the driver (driver-[0-9-]+) finished", output)
     assert driver, output[-3000:]
+    assert once.exists(), "an executor was killed in the middle of the write"
 
-    table = scenario.table("tolls")
+    table = scenario.table("fares")
     oracle.check(spark, ledger, table, [topic])
+    assert len(snapshots(spark, table)) == 1, "the batch committed once"
     assert table_offsets(spark, table) == end_offsets(topic), "the snapshot records where Kafka ends"
+    referenced = set(oracle.referenced_files(spark, table))
+    stored = oracle.data_files_in_storage(spark, table)
+    assert stored - referenced, "the killed attempt's files stay in storage, unreferenced"
+    assert {f for f in referenced if f.endswith(".parquet")} <= stored, "every referenced file exists"
+
     # The master ran the driver on a worker; the driver's lines are in its folder there.
     ran = [d for d in master_state()["completeddrivers"] if d["id"] == driver.group(1)]
     assert len(ran) == 1, ran
@@ -127,8 +145,12 @@ def test_in_cluster_mode_the_driver_runs_on_a_worker(
     log = (folder / "stdout").read_text() + (folder / "stderr").read_text()
     assert f"offsets {topic}[0]->25" in log, log[-3000:]
     assert f"{topic}[1]->35" in log, log[-3000:]
-    # The driver's worker has no core left: the other worker runs the only executor.
-    assert len(executors_of(f"test-{scenario.prefix}")) == 1
+    assert "ExecutorLostFailure" in log or "Lost executor" in log, log[-3000:]
+    # The driver's worker has no core left: the other worker ran the executor, and its replacement.
+    executors = executors_of(f"test-{scenario.prefix}")
+    assert len(executors) == 2, "the killed executor and the one that replaced it"
+    for e in executors:  # each executor JVM got the package the README ships with --py-files
+        assert list(e.glob("icesink-*.zip")), f"{e} has no icesink package: {[p.name for p in e.iterdir()]}"
 
 
 def test_in_cluster_mode_a_driver_that_fails_fails_the_submission(
@@ -142,36 +164,3 @@ def test_in_cluster_mode_a_driver_that_fails_fails_the_submission(
     driver = re.search(r"submit: the driver (driver-[0-9-]+) ended FAILED \(spark-submit exit code 0\)", output)
     assert driver, output[-3000:]
     assert "kafka.bootstrap_servers" in (SPARK_WORK / driver.group(1) / "stdout").read_text()
-
-
-def test_the_job_runs_on_the_cluster_an_executor_killed_in_the_write_is_replaced_and_the_batch_commits_once(
-    cluster: str, spark: SparkSession, scenario: Scenario, tmp_path: Path, without_installed_icesink: Path
-) -> None:
-    """Client mode, the package shipped as the README ships it; the executor that writes the
-    batch's first files dies (SIGKILL) after writing them, before Spark hears of them: the worker
-    starts a new executor with the package, Spark runs the task again, the batch commits once."""
-    topic, ledger = produced(scenario, "fares.20240402", (50, 50))
-    config = cluster_config(scenario, tmp_path / "job.yaml")
-    once = tmp_path / "killed-once"
-    done = submit(
-        config, tmp_path / "submit.log", without_installed_icesink,
-        "--conf", f"spark.executorEnv.{faults.ENV}=executor-lost:0",
-        "--conf", f"spark.executorEnv.{faults.ONCE_ENV}={once}",
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output[-3000:]
-    assert once.exists(), "an executor was killed in the middle of the write"
-    assert "ExecutorLostFailure" in output or "Lost executor" in output, output[-3000:]
-    executors = executors_of(f"test-{scenario.prefix}")
-    assert len(executors) == 3, "one executor per worker, and the one that replaced the killed"
-    for e in executors:  # each executor JVM got the package the README ships with --py-files
-        assert list(e.glob("icesink-*.zip")), f"{e} has no icesink package: {[p.name for p in e.iterdir()]}"
-
-    table = scenario.table("fares")
-    oracle.check(spark, ledger, table, [topic])
-    assert len(snapshots(spark, table)) == 1, "the batch committed once"
-    assert table_offsets(spark, table) == end_offsets(topic)
-    referenced = set(oracle.referenced_files(spark, table))
-    stored = oracle.data_files_in_storage(spark, table)
-    assert stored - referenced, "the killed attempt's files stay in storage, unreferenced"
-    assert {f for f in referenced if f.endswith(".parquet")} <= stored, "every referenced file exists"

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from dev.kit.jvm_archive import JARS_ENV, archive_key, classpath_folders, keep_recent
+from dev.kit.jvm_archive import (
+    C1_ONLY,
+    JARS_ENV,
+    archive_key,
+    classpath_folders,
+    keep_recent,
+    options_now,
+    using_options,
+)
 
 
 def jars(folder: Path, sizes: dict[str, int]) -> Path:
@@ -27,6 +35,9 @@ def test_the_same_jars_in_another_clone_get_another_archive(tmp_path: Path) -> N
     before = archive_key("17", [there])
     (there / "iceberg.jar").write_bytes(b"xyz")
     assert archive_key("17", [there]) != before, "another jar of the same name"
+    before = archive_key("17", [there])
+    os.utime(there / "iceberg.jar", (1_000, 1_000))
+    assert archive_key("17", [there]) != before, "the same jar installed again (a new venv at the same path)"
 
 
 def test_the_stacks_extra_jars_are_in_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,3 +55,11 @@ def test_only_the_archives_used_last_are_kept(tmp_path: Path) -> None:
         os.utime(tmp_path / name, (1_000 + i, 1_000 + i))
     keep_recent(tmp_path / "driver-a.jsa")  # the oldest, used now
     assert sorted(p.name for p in tmp_path.iterdir()) == ["driver-a.jsa", "driver-c.jsa", "driver-d.jsa"]
+
+
+def test_a_job_started_before_the_archive_is_made_runs_without_it(tmp_path: Path) -> None:
+    archive = tmp_path / "driver-a.jsa"
+    assert options_now(using_options(archive)) == C1_ONLY, "no warning of a missing archive"
+    archive.write_bytes(b"x")
+    assert options_now(using_options(archive)) == using_options(archive)
+    assert options_now("") == ""
