@@ -7,11 +7,15 @@ batch's seconds and steps through the one-pass job and through Spark's path
 after the first two (the first creates the table; the second warms the session's caches).
 
   python -m dev.bench debezium-batches --changes 20000 --per-batch 1000
+
+`--schemas off`: the same events as the converter writes them with `schemas.enable=false` (the
+payloads alone, plain JSON keys); the one-pass job takes them once the table exists.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import uuid
@@ -28,9 +32,17 @@ SIDES = ("one-pass", "spark")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--changes", type=int, default=20_000, help="changes produced (default 20,000)")
     parser.add_argument("--per-batch", type=int, default=1_000, help="changes a batch (default 1,000)")
+    parser.add_argument(
+        "--schemas", choices=("on", "off"), default="on", help="the JsonConverter's schemas.enable (default on)"
+    )
 
 
-def _produce(topic: str, n: int) -> None:
+def _unwrapped(record: bytes) -> bytes:
+    """A Connect JSON record as the converter writes it with its schemas off: the payload alone."""
+    return json.dumps(json.loads(record)["payload"], separators=(",", ":")).encode()
+
+
+def _produce(topic: str, n: int, schemas: bool) -> None:
     create_topics(topic, partitions=1)
     p = wl.producer()
     ops = {"I": "c", "U": "u", "D": "d"}
@@ -39,6 +51,7 @@ def _produce(topic: str, n: int) -> None:
         before, after = (row, None) if op == "D" else (None, row)
         value = wl.dj.change(wl.DEBEZIUM_JSON_ENVELOPE, ops[op], before, after, 1_000 + i)
         k = wl.dj.wrapped(wl.DEBEZIUM_JSON_KEY, {"id": key})
+        value, k = (value, k) if schemas else (_unwrapped(value), _unwrapped(k))
         wl.send(p, topic, value, k, 0)
         if op == "D":
             wl.send(p, topic, None, k, 0)
@@ -73,11 +86,12 @@ def main(args: argparse.Namespace) -> None:
 
     tag = f"dbzb_{uuid.uuid4().hex[:6]}"
     topic = f"{tag}_events"
-    _produce(topic, args.changes)
+    _produce(topic, args.changes, args.schemas == "on")
     tmp = Path(tempfile.mkdtemp(prefix="icesink-bench-"))
     spark = build_session(_config(tmp, topic, tag, SIDES[0], args.per_batch))
     spark.sparkContext.setLogLevel("ERROR")
-    print(f"{args.changes:,} Debezium Connect JSON changes, {args.per_batch:,} a batch; medians of batches 3 on")
+    kind = "Connect JSON" if args.schemas == "on" else "JSON (schemas off)"
+    print(f"{args.changes:,} Debezium {kind} changes, {args.per_batch:,} a batch; medians of batches 3 on")
     for side in SIDES:
         seen: list[BatchTimings] = []
         job = Job(spark, _config(tmp, topic, tag, side, args.per_batch))

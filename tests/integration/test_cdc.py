@@ -1,4 +1,6 @@
-"""Upsert and changelog tables: equality deletes plus appends, one RowDelta per table per batch."""
+"""Upsert and changelog tables: equality deletes plus appends, one RowDelta per table per batch.
+The big stream and the crash here take Spark's path (`SPARKS_PATH`): the same JSON changes in one
+pass are test_direct_cdc.py's."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from tests.support.trino import trino_reachable, trino_rows
 from tests.support.values import cdc_config, records, table_state
 
 PARTITIONS = 3
+# Plain JSON keys and values of a table that exists go in one pass since batch 1; here Spark's shuffle path.
+SPARKS_PATH = {"decode.direct_json": False}
 
 
 @dataclass
@@ -37,11 +41,11 @@ class Stream:
 
 @pytest.fixture(scope="module")
 def big_stream(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Stream:
-    """About 100k changes over 10k keys, 3 partitions, a bucketed table, five batches; run once."""
+    """40k changes over 4k keys, 3 partitions, a bucketed table, four batches; run once."""
     scenario = Scenario.new(tmp_path_factory.mktemp("cdc"))
     topic = scenario.topic("accounts")
     create_topics(topic, partitions=PARTITIONS)
-    changes = list(random_changes(100_000, 10_000, PARTITIONS, seed=7))
+    changes = list(random_changes(40_000, 4_000, PARTITIONS, seed=7))
     produce_keyed(topic, records(changes))
     # Changes that cannot be applied, at known offsets of partition 0 (after the good ones).
     bad = [
@@ -52,7 +56,9 @@ def big_stream(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) ->
     first_bad = end_offsets(topic)[TopicPartition(topic, 0)]
     produce_keyed(topic, bad)
     config = scenario.config(
-        **cdc_config(**{"tables.partition_by": ["bucket(4, id)"], "kafka.max_offsets_per_trigger": 25_000})
+        **cdc_config(
+            **{"tables.partition_by": ["bucket(4, id)"], "kafka.max_offsets_per_trigger": 10_000, **SPARKS_PATH}
+        )
     )
     Job(spark, config).run()
     return Stream(
@@ -83,7 +89,7 @@ def test_random_change_stream_equals_the_oracle_in_trino(big_stream: Stream) -> 
 
 def test_each_batch_is_one_row_delta_with_its_offsets(spark: SparkSession, big_stream: Stream) -> None:
     snaps = snapshots(spark, big_stream.table)
-    assert len(snaps) >= 4, "100k records at 25k per trigger"
+    assert len(snaps) >= 4, "40k records at 10k per trigger"
     assert {s["operation"] for s in snaps} == {"overwrite"}, "RowDelta commits, no plain appends"
     assert all(int(s["summary"]["added-equality-deletes"]) > 0 for s in snaps)
     assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(big_stream.topic)
@@ -125,7 +131,9 @@ def test_crash_after_the_commit_replays_without_doubling_or_losing(
     create_topics(topic, partitions=PARTITIONS)
     changes = list(random_changes(3_000, 300, PARTITIONS, seed=11))
     produce_keyed(topic, records(changes))
-    config = scenario.write_config(tmp_path / "job.yaml", **cdc_config(**{"kafka.max_offsets_per_trigger": 1_200}))
+    config = scenario.write_config(
+        tmp_path / "job.yaml", **cdc_config(**{"kafka.max_offsets_per_trigger": 1_200, **SPARKS_PATH})
+    )
 
     crashed = run_cli(config, env={faults.ENV: "after-commit:1"})
     table = scenario.table("ledger")

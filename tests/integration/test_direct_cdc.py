@@ -27,7 +27,7 @@ from icesink.model import TableRef
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
-from tests.support.debezium import debezium_changes, debezium_config
+from tests.support.debezium import plain_json_changes
 from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values, table_state
@@ -201,6 +201,75 @@ def test_json_changes_in_one_pass_match_sparks_path_and_a_replay(
     assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
 
 
+def one_pass(t: BatchTimings) -> bool:
+    """Whether the one-pass job wrote the whole batch (no table declined to Spark's decode)."""
+    return "direct" in t.steps and "decode" not in t.steps
+
+
+def plain_debezium(**overrides: Any) -> dict[str, Any]:
+    """The seed's pipeline with the JsonConverter's schemas off: Debezium envelopes and record keys
+    in plain JSON (tests/support/debezium.plain_json_changes)."""
+    return {
+        "decode.envelope": "debezium",
+        "decode.key_format": "json",
+        "decode.source_columns": ["lsn"],
+        "tables.mode": "changelog",
+        "tables.partition_by": ["bucket(4, id)"],
+        **overrides,
+    }
+
+
+def test_debezium_json_without_schemas_in_one_pass_matches_sparks_path_and_a_replay(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Plain JSON change events keyed by `{"id": ...}`, on one partition as Debezium writes a
+    table's (the lsn order then holds across batches): batch 0 creates the table through Spark's
+    path (it infers a new table's columns), every later batch is written in one pass (the image,
+    `_op`, `_source_lsn` and the key's struct, tombstones deleting their key); equal to Spark's
+    path's twin and to the oracle; a run from a lost checkpoint applies only what the table lacks."""
+    topic = scenario.topic("accounts")
+    create_topics(topic, partitions=1)
+    changes = list(random_changes(1_000, 300, 1, seed=41))
+    produce_keyed(topic, plain_json_changes(changes))
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": sides[side],
+            "kafka.max_offsets_per_trigger": 360,
+            "tables.order_by": "_source_lsn",
+        }
+        job = Job(spark, scenario.config(**plain_debezium(**{**settings, **more})))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    timings = {side: run(side) for side in sides}
+    assert [one_pass(t) for t in timings["direct"]] == [False, True, True], "batch 0 creates the table"
+    assert not any("direct" in t.steps for t in timings["spark"])
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_accounts" for side in sides}
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state), "no key twice"
+        assert state == oracle(changes)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"])
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+    assert partitions(spark, tables["direct"]) == partitions(spark, tables["spark"]), "filed as Spark's path does"
+
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(300, 300, 1, seed=42)]
+    produce_keyed(topic, plain_json_changes(more))
+    again = run("direct", **{"job.checkpoint_location": str(tmp_path / "lost")})
+    assert [one_pass(t) for t in again] == [True], "the new changes in one pass"
+    state, count = table_state(spark, tables["direct"])
+    assert count == len(state), "no key twice"
+    assert state == oracle(changes + more), "each change applied once"
+    assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+
+
 VALUE_ONLY: dict[str, Any] = {**SCHEMA, "name": "Balance", "fields": [f for f in SCHEMA["fields"] if f["name"] != "id"]}
 
 
@@ -331,25 +400,30 @@ def test_more_changes_than_the_tasks_would_hold_go_sparks_way(
 
 
 @pytest.mark.faults
-@pytest.mark.parametrize(("point", "shape"), [("executor-write", "debezium"), ("after-commit", "plain")])
+@pytest.mark.parametrize(("point", "shape"), [("executor-write", "debezium-json"), ("after-commit", "plain")])
 def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
     point: str, shape: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     """Killed while a task has written its reduced changes and nothing of batch 1 is committed
     (executor-write), or after batch 1's RowDelta committed and before Spark's commit log
     (after-commit): the restart applies every change once. A partitioned table, as users run them;
-    its changes as Debezium events in Avro at one point, as Avro rows with an operation column at
-    the other (what the tasks decode differs; the files and the commit after them are the same)."""
+    its changes as Debezium events in plain JSON at one point (batch 0 creates the table through
+    Spark's path, batch 1 is the first in one pass), as Avro rows with an operation column at the
+    other (what the tasks decode differs; the files and the commit after them are the same; Avro
+    Debezium events in one pass: test_direct_debezium.py)."""
     topic = scenario.topic("ledger")
     create_topics(topic, partitions=3)
     # Debezium's deletes are followed by tombstones (T); the plain shape has no record keys to delete by.
-    changes = [c for c in random_changes(6_000, 600, 3, seed=11) if shape == "debezium" or c.op != "T"]
-    encode = debezium_changes if shape == "debezium" else avro_changes
-    produce_keyed(topic, encode(topic, changes))
-    settings = {"kafka.max_offsets_per_trigger": 2_500, "tables.partition_by": ["bucket(4, id)"]}
+    changes = [c for c in random_changes(3_000, 300, 3, seed=11) if shape != "plain" or c.op != "T"]
+
+    def encode(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
+        return plain_json_changes(changes) if shape != "plain" else avro_changes(topic, changes)
+
+    produce_keyed(topic, encode(changes))
+    settings = {"kafka.max_offsets_per_trigger": 1_200, "tables.partition_by": ["bucket(4, id)"]}
     config = scenario.write_config(
         tmp_path / "job.yaml",
-        **(debezium_config(scenario, **settings) if shape == "debezium" else changelog(scenario, **settings)),
+        **(plain_debezium(**settings) if shape != "plain" else changelog(scenario, **settings)),
     )
     table = scenario.table("ledger")
 
@@ -363,9 +437,9 @@ def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
         assert len(snapshots(spark, table)) == 2, "batches 0 and 1 were committed"
     assert not (scenario.checkpoint / "commits" / "1").exists(), "killed before Spark's commit log"
 
-    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(1_500, 600, 3, seed=12)]
-    more = [c for c in more if shape == "debezium" or c.op != "T"]
-    produce_keyed(topic, encode(topic, more))
+    more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(800, 300, 3, seed=12)]
+    more = [c for c in more if shape != "plain" or c.op != "T"]
+    produce_keyed(topic, encode(more))
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert re.search(r"batch \d+ timings: .*direct", resumed.stderr), "the replay took the one-pass job too"

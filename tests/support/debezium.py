@@ -122,6 +122,25 @@ def debezium_changes(topic: str, changes: list[Change]) -> list[tuple[bytes | No
     return out
 
 
+def plain_json_changes(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
+    """(key, value, partition) of each change as Debezium writes it with the JsonConverter's
+    schemas off: `{"id": ...}` keys, envelopes without the schema/payload wrapper; a delete's
+    before image holds the key's columns only (the default replica identity), the rest null; a T
+    is the delete and its tombstone."""
+    out: list[tuple[bytes | None, bytes | None, int]] = []
+    for c in changes:
+        row = {"id": c.key, "v": c.seq, "name": f"k{c.key}-{c.seq}"}
+        op = {"I": "c", "U": "u"}.get(c.op, "d")
+        before, after = ({"id": c.key, "v": None, "name": None}, None) if op == "d" else (None, row)
+        source = {"version": "3.6.1.Final", "connector": "postgresql", "lsn": c.seq + 1, "ts_ms": 1_700_000_000_000}
+        event = {"before": before, "after": after, "source": source, "op": op, "ts_ms": 1_700_000_000_001}
+        key = json.dumps({"id": c.key}).encode()
+        out.append((key, json.dumps(event).encode(), c.partition))
+        if c.op == "T":
+            out.append((key, None, c.partition))
+    return out
+
+
 def debezium_config(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
     """A changelog table of Debezium events in Avro, keyed by the Avro record key's fields."""
     return avro_config(

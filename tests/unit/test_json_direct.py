@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from icesink.schema.envelope import EnvelopeSpec
 from icesink.tasks.decode_json import (
     TOMBSTONE,
     DeclinedValueError,
@@ -244,3 +246,97 @@ def test_json_object_is_an_object_or_nothing() -> None:
     assert json_object(b"\x00\x00\x00\x00\x09{}") == {}
     for value in (None, b"", b"[]", b"1", b"null", b"{", b"\xff", b'{"a": 1}{"a": 2}'):
         assert json_object(value) is None, value
+
+
+# Debezium change events without Connect schemas, keyed by plain JSON keys: the seed's pipeline
+# with the JsonConverter's schemas off (the table exists: Spark's path created it).
+CHANGES = shape(
+    StructField("id", LongType(), nullable=False),
+    StructField("email", StringType()),
+    StructField("_op", StringType()),
+    StructField("_source_lsn", LongType()),
+    StructField("_key", StructType([StructField("id", LongType())])),
+)
+KEY = DirectColumn("_key", "struct", fields=(DirectColumn("id", "long"),))
+
+
+def change_rows() -> DirectRows:
+    columns = direct_columns(CHANGES, keys=("id",))
+    assert columns is not None
+    return DirectRows(columns, True, "_key", EnvelopeSpec(source_columns=("lsn",)), KEY, keys=("id",))
+
+
+def event(op: str, before: object, after: object, lsn: int | None = 1, **more: object) -> bytes:
+    return json.dumps({"before": before, "after": after, "op": op, "source": {"lsn": lsn, "db": "x"}, **more}).encode()
+
+
+def test_plain_json_change_events_become_the_rows_of_their_images_with_the_key_struct() -> None:
+    rows = change_rows()
+    taken = [
+        (event("c", None, {"id": 1, "email": "a@x"}, 10, ts_ms=5), b'{"id": 1}'),
+        (event("u", {"id": 1, "email": "a@x"}, {"id": 1, "email": "b@x"}, 11), b'{"id": 1}'),
+        (event("r", None, {"id": 2, "email": None}, None), b'{"id": 2}'),
+        (event("d", {"id": 1, "email": "b@x"}, None, 12), b'{"id": 1}'),
+        (None, b'{"id": 1}'),  # Debezium's tombstone after the delete
+        (event("c", None, {"email": "c@x"}, 13), b'{"id": 3}'),  # the row's key from the record key
+    ]
+    for offset, (value, key) in enumerate(taken):
+        assert rows.add(value, ("t", 0, offset), key), value
+    batch = rows.take()
+    assert batch is not None
+    assert batch.to_pydict() == {
+        "topic": ["t"] * 6, "partition": [0] * 6, "offset": list(range(6)),
+        TOMBSTONE: [False, False, False, False, True, False],
+        "id": [1, 1, 2, 1, 1, 3], "email": ["a@x", "b@x", None, "b@x", None, "c@x"],
+        "_op": ["I", "U", "I", "D", None, "I"], "_source_lsn": [10, 11, None, 12, None, 13],
+        "_key": [{"id": 1}, {"id": 1}, {"id": 2}, {"id": 1}, {"id": 1}, {"id": 3}],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        event("t", None, None),  # a truncate: Spark's path makes it a dead letter
+        event("m", None, {"id": 1}),
+        json.dumps({"after": {"id": 1}, "source": {"lsn": 1}}).encode(),  # no op
+        event("c", None, None),  # no image
+        event("d", None, {"id": 1}),  # a delete without its before image
+        event("c", None, {"id": 1, "name": "n"}),  # a field the table lacks: Spark's path adds it
+        event("u", {"id": 1, "name": "n"}, {"id": 1}),  # in the other image too
+        event("c", None, {"id": 1, "_op": "x"}),  # an image field of the operation column's name
+        event("c", None, [1]),
+        json.dumps({"schema": {"type": "struct"}, "payload": {"op": "c"}}).encode(),  # Connect JSON
+    ],
+)
+def test_a_change_event_spark_would_not_make_that_row_of_is_not_taken(value: bytes) -> None:
+    assert not change_rows().add(value, ("t", 0, 1), b'{"id": 1}')
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        (event("u", {"id": 1, "email": 5}, {"id": 1, "email": "a"}), b'{"id": 1}'),  # the other image's type
+        (event("c", None, {"id": 1}, lsn="9"), b'{"id": 1}'),  # a source field of another type
+        (event("c", None, {"id": 1}), b'{"id": "1"}'),  # a key field of another type
+        (event("c", None, {"id": 1}), b'{"id": 1, "tenant": 2}'),  # a key field the key column lacks
+        (event("c", None, {"id": 1}), b"[1]"),  # a key that is not an object
+        (event("c", None, {"id": 1}), b"nope"),
+    ],
+)
+def test_a_value_or_key_not_of_its_columns_type_declines_the_change_rows(value: bytes, key: bytes) -> None:
+    rows = change_rows()
+    assert rows.add(value, ("t", 0, 1), key)
+    with pytest.raises(DeclinedValueError):
+        rows.take()
+
+
+def test_plain_json_keys_of_plain_values_fill_the_key_column() -> None:
+    columns = direct_columns(shape(StructField("v", LongType()), CHANGES["_key"]))
+    assert columns is not None
+    rows = DirectRows(columns, key_column="_key", key=KEY)
+    assert rows.add(b'{"v": 1}', None, b'{"id": 7}')
+    assert rows.add(b'{"v": 2}', None, None)
+    assert rows.add(b'{"v": 3}', None, b"\x00\x00\x00\x00\x01" + b'{"id": 8}')  # JSONSerializer's frame
+    batch = rows.take()
+    assert batch is not None
+    assert batch.to_pydict() == {"v": [1, 2, 3], "_key": [{"id": 7}, None, {"id": 8}]}

@@ -49,6 +49,7 @@ from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.tasks.dead_letters import MAX_LETTERS
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
+from icesink.tasks.decode_json import PlainEnvelope
 from icesink.tasks.files import (
     WriteTask,
 )
@@ -241,7 +242,7 @@ def _direct_table(
     # The tasks judge only records of append tables, and only where bad records become dead letters.
     letters = (
         d.changes is None
-        and not isinstance(d.decoder, DirectConnect)
+        and not isinstance(d.decoder, DirectConnect | PlainEnvelope)
         and ctx.config.decode.on_error is not ErrorPolicy.FAIL
     )
     task = WriteTask(

@@ -27,6 +27,8 @@ Item = tuple[TablePlan, JavaObject | None, Planned]
 SAMPLE_RECORDS = 1000
 # Of Connect JSON records, whose schemas say their columns: the schemas of the first few do.
 CONNECT_SAMPLE = 100
+# Of a table that exists, only whether its records are Connect JSON: a few, as the first may be a tombstone.
+KNOWN_SAMPLE = 10
 
 
 def json_schema(
@@ -42,7 +44,7 @@ def json_schema(
     table = item[1]
     sample = None
     if table is None or (decoder.connect is None and decoder.envelope is not None):
-        records = (SAMPLE_RECORDS if decoder.envelope is None else CONNECT_SAMPLE) if table is None else 1
+        records = (SAMPLE_RECORDS if decoder.envelope is None else CONNECT_SAMPLE) if table is None else KNOWN_SAMPLE
         sample = _sample(ctx, targets, item, records)
     if sample is not None and decoder.connect is not True and decoder.envelope is None:
         columns = decoder.plain_columns(sample, nested=True)  # None too for Connect JSON
@@ -54,23 +56,28 @@ def json_schema(
             return ctx.catalog.spark_schema(table) if table is not None else with_key_column(row, key), True
     if decoder.connect:
         return ctx.catalog.spark_schema(table), True
-    if decoder.envelope is not None or table is None:
-        return None, False  # change events without Connect schemas: Spark's path
+    if table is None or (decoder.envelope is not None and decoder.connect is not False):
+        return None, False  # a new table of plain JSON or change events without Connect schemas: Spark's path
+    if decoder.envelope is not None:  # change events without Connect schemas: the table's own columns
+        return ctx.catalog.spark_schema(table), False
     return _plain_schema(ctx, item, key, decoder), False
 
 
 def connect_key(ctx: BatchContext, targets: Targets, item: Item, key: KeySide) -> KeySide | None:
     """JSON record keys when they are Connect JSON (a sample says, until the job knows), with a
-    new table's key column type: the rows of its sample's key schemas. None for other JSON keys
-    (Spark's path decodes them)."""
+    new table's key column type: the rows of its sample's key schemas; plain JSON keys (`plain`)
+    of a table that exists. None for the plain JSON keys of a new table (Spark's path infers the
+    key column's type)."""
     decoder = ctx.key_decoder
     assert isinstance(decoder, JsonDecoder)
     table = item[1]
     if table is not None and decoder.connect:
         return key
+    row = None
+    if decoder.connect is not False:
+        row = decoder.connect_rows(_sample(ctx, targets, item, CONNECT_SAMPLE if table is None else KNOWN_SAMPLE))
     if decoder.connect is False:
-        return None
-    row = decoder.connect_rows(_sample(ctx, targets, item, CONNECT_SAMPLE if table is None else 1))
+        return replace(key, connect=False, plain=True) if table is not None else None
     if not decoder.connect:
         return None
     if table is not None:

@@ -3,7 +3,8 @@ path fills it (batch/decode/records.py `_nested`, batch/decode/keys.py): `decode
 after the values' columns, holding the key as a string (`decode.key_format: string`) or as the
 struct of an Avro record key (`avro`, the registry's writer schemas of the key records, semantic
 types converted) or of a Connect JSON record key (`json`, with Connect JSON values: the key's
-struct type is found with them, batch/direct_tables.py). A table of changes then also takes
+struct type is found with them, batch/direct_tables.py), or of a plain JSON record key (`json`,
+with plain JSON values, of a table that exists: the key column's own struct). A table of changes then also takes
 tombstones, as deletes of their key.
 """
 
@@ -21,6 +22,7 @@ from icesink.batch.work import Planned
 from icesink.config import KeyFormat
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
+from icesink.tasks.decode_json import DirectColumn, direct_column
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class KeySide:
     new_type: DataType  # the key column's type in a new table
     writers: dict[bytes, str] | None = None  # Avro record keys: frame key -> writer schema
     connect: bool = False  # Connect JSON record keys (tasks/decode_connect.py)
+    plain: bool = False  # plain JSON record keys (tasks/decode_json.py), of a table that exists
 
 
 @dataclass(frozen=True)
@@ -39,8 +42,8 @@ class RecordKey:
     tasks/table_out.DirectTable)."""
 
     column: str
-    # Avro or Connect JSON record keys: what the tasks decode them with
-    decoder: DirectAvro | DirectConnect | None = None
+    # Avro, Connect JSON or plain JSON record keys: what the tasks decode them with
+    decoder: DirectAvro | DirectConnect | DirectColumn | None = None
 
 
 def key_side(ctx: BatchContext, planned: Planned) -> tuple[bool, KeySide | None]:
@@ -82,6 +85,9 @@ def record_key(schema: StructType, key: KeySide | None) -> tuple[bool, RecordKey
     if key.column not in schema.fieldNames():
         return False, None
     column = schema[key.column].dataType
+    if key.plain:
+        plain = direct_column(key.column, column) if isinstance(column, StructType) and column.fields else None
+        return plain is not None, RecordKey(key.column, plain) if plain is not None else None
     if key.connect:
         fits = isinstance(column, StructType) and bool(column.fields)
         return fits, RecordKey(key.column, DirectConnect(column)) if isinstance(column, StructType) else None

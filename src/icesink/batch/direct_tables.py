@@ -5,9 +5,10 @@ Tables routed by topic, partitioned or not (the tasks compute the partition valu
 current spec, tasks/partition_values.py), append, upsert or changelog (`_change_spec`: each task
 reads whole topic-partitions and writes each key's last change of them, and the driver checks that
 no key was written by two tasks, tasks/change_rows.py), with no record key column, or one the
-tasks fill (batch/direct_keys.py: a string key, or an Avro record key for Avro values; a table of
-changes then takes tombstones as deletes of their key). JSON (`decode.direct_json`): plain values
-of no envelope into a table whose columns are all longs, doubles, strings, booleans, structs of
+tasks fill (batch/direct_keys.py: a string key, an Avro record key for Avro values, a JSON record
+key beside JSON values; a table of changes then takes tombstones as deletes of their key). JSON
+(`decode.direct_json`): plain values, or Debezium envelopes without Connect schemas into a table
+that exists, into a table whose columns are all longs, doubles, strings, booleans, structs of
 those at any depth, or arrays of either, nullable but for the key columns (a table of nested
 columns, which Spark's path does not guess, by its own columns); Connect JSON (schemas on), plain
 or Debezium envelopes, into a table their schemas' rows fit (tasks/decode_connect.py); for a table
@@ -42,7 +43,7 @@ from icesink.config import OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
 from icesink.tasks.decode_connect import DirectConnect
-from icesink.tasks.decode_json import direct_columns
+from icesink.tasks.decode_json import PlainEnvelope, direct_columns
 from icesink.tasks.partition_values import supported
 from icesink.tasks.table_out import DirectDecoder
 
@@ -123,7 +124,10 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
         if key is None:
             return None
     schema, connect = json_schema(ctx, targets, item, key, decoder)
-    if schema is None or (key is not None and key.connect and not connect):
+    if schema is None:
+        return None
+    # Connect JSON keys beside Connect JSON values only, plain JSON keys beside plain values only.
+    if key is not None and (key.connect or key.plain) and (key.connect, key.plain) != (connect, not connect):
         return None
     plan, table, _ = item
     fits, record = record_key(schema, key)
@@ -140,7 +144,8 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
         required = any(not f.nullable and f.name not in keys for f in schema.fields)
         found = DirectConnect(schema, decoder.envelope) if not required else None
     else:
-        found = direct_columns(schema, keys)
+        columns = direct_columns(schema, keys)
+        found = PlainEnvelope(columns, decoder.envelope) if columns and decoder.envelope is not None else columns
     return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
 
 

@@ -225,7 +225,8 @@ class DecodeConfig(Section):
     )
     direct_json: bool = Field(
         True,
-        description="plain JSON into append, changelog or upsert tables of simple columns, and Kafka Connect JSON "
+        description="plain JSON (Debezium envelopes and JSON record keys too, into a table that exists) into "
+        "append, changelog or upsert tables of simple columns, and Kafka Connect JSON "
         "(schemas on; Debezium envelopes too) into tables its schemas' rows fit, partitioned or not (new "
         "tables: the columns of the batch's first records, checked on every record): decoded and written in one "
         "Spark job for all such tables, each key's last change chosen in the task that reads its topic-partition "

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pyspark.sql.types import StringType, StructField, StructType
 
 SOURCE_PREFIX = "_source_"
+# Debezium's op -> the operation column (both decoders')
+OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
 
 
 class EnvelopeError(ValueError):

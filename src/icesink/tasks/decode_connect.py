@@ -31,12 +31,11 @@ from pyspark.sql.types import (
 )
 
 from icesink.schema.connect import ConnectSchemaError, Node, parse_schema
-from icesink.schema.envelope import SOURCE_PREFIX, EnvelopeError, EnvelopeSpec, row_type
+from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeError, EnvelopeSpec, row_type
 from icesink.schema.evolution import fits
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_values import converted
 from icesink.tasks.decode_json import DeclinedValueError, carried_columns
-from icesink.tasks.envelope_rows import OPS
 
 
 @dataclass(frozen=True)

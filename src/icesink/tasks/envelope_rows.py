@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icesink.schema.envelope import OPS
 from icesink.tasks.semantic_values import Path, converted
 
-OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}  # Debezium's op -> the operation column (Spark's path's too)
 _SPELLINGS = pa.array(list(OPS))
 _CODES = pa.array(list(OPS.values()))
 

@@ -23,7 +23,7 @@ from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, key_fingerprints, 
 from icesink.tasks.dead_letters import Letter
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
-from icesink.tasks.decode_json import TOMBSTONE, DeclinedValueError, DirectColumn, DirectRows
+from icesink.tasks.decode_json import TOMBSTONE, DeclinedValueError, DirectColumn, DirectRows, PlainEnvelope
 from icesink.tasks.files import (
     ROW_GROUP_ROWS,
     TableFiles,
@@ -44,7 +44,7 @@ ORDER = ("topic", "partition", "offset")
 REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError, UnsupportedPartitionError)
 
 
-DirectDecoder = tuple[DirectColumn, ...] | DirectAvro | DirectConnect
+DirectDecoder = tuple[DirectColumn, ...] | PlainEnvelope | DirectAvro | DirectConnect
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,11 @@ class DirectTable:
     takes_all: bool = False  # every record the job reads (then no record is looked at to route it)
     changes: ChangeSpec | None = None  # an upsert or changelog table: the task writes each key's last change
     partition_by: tuple[PartitionField, ...] = ()  # the table's current spec: the task computes its values
-    # The column of the record key, a string (`decode.key_format: string`) or an Avro record key's
+    # The column of the record key, a string (`decode.key_format: string`) or a record key's
     # struct (`key_decoder`); a table of changes then takes tombstones too, as deletes of their key.
     key_column: str | None = None
-    # Avro or Connect JSON record keys: the key column is their struct
-    key_decoder: DirectAvro | DirectConnect | None = None
+    # Avro, Connect JSON or plain JSON (the key column's own) record keys: the key column is their struct
+    key_decoder: DirectAvro | DirectConnect | DirectColumn | None = None
     # A table of changes ordered across batches (batch/direct_tables.py): a change whose order_by
     # value is below this may be older than the row the table holds, which Spark's path compares.
     order_floor: Any = None
@@ -80,12 +80,15 @@ class TableOut:
         carry = table.changes is not None  # a table of changes orders them by their coordinates
         self.rows: DirectRows | ConnectRows | None = None
         self.avro = AvroRows(decoder, table.task.arrow_schema) if isinstance(decoder, DirectAvro) else None
+        spec = table.changes.keys if table.changes is not None else ()
+        plain_key = table.key_decoder if isinstance(table.key_decoder, DirectColumn) else None
         if isinstance(decoder, DirectConnect):
             keys = table.key_decoder if isinstance(table.key_decoder, DirectConnect) else None
-            spec = table.changes.keys if table.changes is not None else ()
             self.rows = ConnectRows(decoder, carry, table.key_column, keys, spec)
+        elif isinstance(decoder, PlainEnvelope):
+            self.rows = DirectRows(decoder.columns, carry, table.key_column, decoder.envelope, plain_key, spec)
         elif not isinstance(decoder, DirectAvro):
-            self.rows = DirectRows(decoder, carry, table.key_column)
+            self.rows = DirectRows(decoder, carry, table.key_column, None, plain_key, spec)
         avro_keys = table.key_decoder if isinstance(table.key_decoder, DirectAvro) else None
         self.keys = AvroRows(avro_keys, _key_schema(table)) if avro_keys is not None else None
         self._pid = partition_id

@@ -16,6 +16,7 @@ from pyspark.sql.types import DataType, StructType
 
 from icesink.batch.decode import error, no_error
 from icesink.schema.envelope import (
+    OPS,
     SOURCE_PREFIX,
     EnvelopeError,
     EnvelopeSpec,
@@ -24,7 +25,6 @@ from icesink.schema.envelope import (
     payload_type,
     row_type,
 )
-from icesink.tasks.envelope_rows import OPS
 
 # The schema functions stay importable from here, beside the Column builders.
 __all__ = [

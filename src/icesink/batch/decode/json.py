@@ -142,6 +142,8 @@ class JsonDecoder:
         if not self._connect_seen:
             inferred = self._infer(present)
             if not _looks_like_connect(inferred):
+                # A batch with records and no Connect schemas: the one-pass job need not sample the next.
+                self._connect_absent = self._connect_absent or bool(inferred.fields)
                 return InspectedJson(records, inferred, [], self._envelope, self._src, memo=self._memo)
             self._connect_seen = True
         schemas, others = self._connect_schemas(present)
