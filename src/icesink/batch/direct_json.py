@@ -38,7 +38,8 @@ def json_schema(
     Connect JSON). An existing table: its own columns (Connect JSON, whose tasks take the records
     whose schemas fit it), or its shape (plain JSON, `_plain_schema`). A new table: the columns of a
     sample (the first `SAMPLE_RECORDS` of each of its topic-partitions in the batch, or
-    `CONNECT_SAMPLE` of change events), Spark's inference's or the rows of its Connect schemas.
+    `CONNECT_SAMPLE` of change events), Spark's inference's (of change events without Connect
+    schemas: the row of the envelope it infers) or the rows of its Connect schemas.
     Until the job has met Connect schemas, or a sample without them, a sample says which the
     records are (a new table's: once it is not plain JSON)."""
     table = item[1]
@@ -56,28 +57,35 @@ def json_schema(
             return ctx.catalog.spark_schema(table) if table is not None else with_key_column(row, key), True
     if decoder.connect:
         return ctx.catalog.spark_schema(table), True
+    if table is None and sample is not None and decoder.envelope is not None and decoder.connect is False:
+        row = decoder.envelope_row(sample)  # change events without Connect schemas, a new table
+        return with_key_column(row, key), False
     if table is None or (decoder.envelope is not None and decoder.connect is not False):
-        return None, False  # a new table of plain JSON or change events without Connect schemas: Spark's path
+        return None, False  # a new table of plain JSON, or records not known to be plain: Spark's path
     if decoder.envelope is not None:  # change events without Connect schemas: the table's own columns
         return ctx.catalog.spark_schema(table), False
     return _plain_schema(ctx, item, key, decoder), False
 
 
 def connect_key(ctx: BatchContext, targets: Targets, item: Item, key: KeySide) -> KeySide | None:
-    """JSON record keys when they are Connect JSON (a sample says, until the job knows), with a
-    new table's key column type: the rows of its sample's key schemas; plain JSON keys (`plain`)
-    of a table that exists. None for the plain JSON keys of a new table (Spark's path infers the
-    key column's type)."""
+    """JSON record keys when they are Connect JSON (a sample says, until the job knows), or plain
+    JSON (`plain`), with a new table's key column type: the rows of its sample's key schemas, or
+    the struct Spark infers from the sample's plain keys. None when the sample does not tell."""
     decoder = ctx.key_decoder
     assert isinstance(decoder, JsonDecoder)
     table = item[1]
     if table is not None and decoder.connect:
         return key
-    row = None
-    if decoder.connect is not False:
-        row = decoder.connect_rows(_sample(ctx, targets, item, CONNECT_SAMPLE if table is None else KNOWN_SAMPLE))
+    sample = None
+    if table is None or decoder.connect is None:
+        sample = _sample(ctx, targets, item, CONNECT_SAMPLE if table is None else KNOWN_SAMPLE)
+    row = decoder.connect_rows(sample) if sample is not None and decoder.connect is not False else None
     if decoder.connect is False:
-        return replace(key, connect=False, plain=True) if table is not None else None
+        if table is not None:
+            return replace(key, connect=False, plain=True)
+        assert sample is not None
+        inferred = decoder.plain_columns(sample, nested=True)
+        return replace(key, new_type=inferred, connect=False, plain=True) if inferred is not None else None
     if not decoder.connect:
         return None
     if table is not None:

@@ -4,8 +4,8 @@ after the values' columns, holding the key as a string (`decode.key_format: stri
 struct of an Avro record key (`avro`, the registry's writer schemas of the key records, semantic
 types converted) or of a Connect JSON record key (`json`, with Connect JSON values: the key's
 struct type is found with them, batch/direct_tables.py), or of a plain JSON record key (`json`,
-with plain JSON values, of a table that exists: the key column's own struct). A table of changes then also takes
-tombstones, as deletes of their key.
+with plain JSON values: the key column's own struct, or a new table's the struct Spark infers from
+a sample of the keys). A table of changes then also takes tombstones, as deletes of their key.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class KeySide:
     new_type: DataType  # the key column's type in a new table
     writers: dict[bytes, str] | None = None  # Avro record keys: frame key -> writer schema
     connect: bool = False  # Connect JSON record keys (tasks/decode_connect.py)
-    plain: bool = False  # plain JSON record keys (tasks/decode_json.py), of a table that exists
+    plain: bool = False  # plain JSON record keys (tasks/decode_json.py)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ reads whole topic-partitions and writes each key's last change of them, and the 
 no key was written by two tasks, tasks/change_rows.py), with no record key column, or one the
 tasks fill (batch/direct_keys.py: a string key, an Avro record key for Avro values, a JSON record
 key beside JSON values; a table of changes then takes tombstones as deletes of their key). JSON
-(`decode.direct_json`): plain values, or Debezium envelopes without Connect schemas into a table
-that exists, into a table whose columns are all longs, doubles, strings, booleans, structs of
-those at any depth, or arrays of either, nullable but for the key columns (a table of nested
+(`decode.direct_json`): plain values, or Debezium envelopes without Connect schemas, into a table
+whose columns are all longs, doubles, strings, booleans, structs of those at any depth, or arrays
+of either, nullable but for the key columns (a table of nested
 columns, which Spark's path does not guess, by its own columns); Connect JSON (schemas on), plain
 or Debezium envelopes, into a table their schemas' rows fit (tasks/decode_connect.py); for a table
 that does not exist yet, the columns of a sample of the batch (batch/direct_json.py). Avro: writer

@@ -225,7 +225,7 @@ class DecodeConfig(Section):
     )
     direct_json: bool = Field(
         True,
-        description="plain JSON (Debezium envelopes and JSON record keys too, into a table that exists) into "
+        description="plain JSON (Debezium envelopes and JSON record keys too) into "
         "append, changelog or upsert tables of simple columns, and Kafka Connect JSON "
         "(schemas on; Debezium envelopes too) into tables its schemas' rows fit, partitioned or not (new "
         "tables: the columns of the batch's first records, checked on every record): decoded and written in one "

@@ -129,6 +129,20 @@ class JsonDecoder:
             return inferred if inferred.fields else None
         return self.guess(None, inferred, ())
 
+    def envelope_row(self, records: DataFrame) -> StructType | None:
+        """The row type Spark infers from `records` (a sample of a new table's) when they are
+        Debezium change events without Connect schemas, as `inspect` makes a new table's columns
+        from the whole batch; None when they are not."""
+        if self._envelope is None or self._connect_seen:
+            return None
+        inferred = self._infer(records.where(F.col(self._src.column).isNotNull()))
+        if not inferred.fields or _looks_like_connect(inferred):
+            return None
+        try:
+            return debezium.row_type(inferred, self._envelope)
+        except debezium.EnvelopeError:
+            return None
+
     def pending(self, planned: Any) -> Column:
         """The records a guessed inspect with `planned` (a shape from `guess`) leaves pending."""
         assert isinstance(planned, StructType)
