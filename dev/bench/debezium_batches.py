@@ -9,7 +9,7 @@ after the first two (the first creates the table; the second warms the session's
   python -m dev.bench debezium-batches --changes 20000 --per-batch 1000
 
 `--schemas off`: the same events as the converter writes them with `schemas.enable=false` (the
-payloads alone, plain JSON keys); the one-pass job takes them once the table exists.
+payloads alone, plain JSON keys), which the one-pass job takes too.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, Stri
 
 from icesink.batch.decode import ERROR, ROW
 from icesink.batch.decode.json import JsonDecoder
-from icesink.tasks.decode_json import DeclinedValueError, DirectRows, direct_columns
+from icesink.tasks.decode_json import DeclinedValueError, direct_columns
+from icesink.tasks.plain_rows import DirectRows
 from tests.support.frames import kafka_records
 
 SHAPE = StructType(

@@ -18,8 +18,8 @@ from icesink.batch.direct_avro import direct_avro
 from icesink.config import WriteMode
 from icesink.kafka import wire
 from icesink.tasks.change_rows import ChangeSpec
-from icesink.tasks.decode_json import TOMBSTONE
 from icesink.tasks.files import WriteTask
+from icesink.tasks.plain_rows import TOMBSTONE
 from icesink.tasks.table_out import DirectTable, TableOut, avro_rows
 
 VALUE: dict[str, Any] = {

@@ -1,4 +1,5 @@
-"""The one-pass JSON decoder's pure parts: which tables it can fill, and the Arrow rows it makes."""
+"""The one-pass JSON decoder's pure parts: which tables it can fill (tasks/decode_json.py), and the
+Arrow rows it makes (tasks/plain_rows.py)."""
 
 from __future__ import annotations
 
@@ -22,14 +23,8 @@ from pyspark.sql.types import (
 )
 
 from icesink.schema.envelope import EnvelopeSpec
-from icesink.tasks.decode_json import (
-    TOMBSTONE,
-    DeclinedValueError,
-    DirectColumn,
-    DirectRows,
-    direct_columns,
-    json_object,
-)
+from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, direct_columns, json_object
+from icesink.tasks.plain_rows import TOMBSTONE, DirectRows
 
 
 def shape(*fields: StructField) -> StructType:

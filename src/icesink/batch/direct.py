@@ -49,11 +49,11 @@ from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.tasks.dead_letters import MAX_LETTERS
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
-from icesink.tasks.decode_json import PlainEnvelope
 from icesink.tasks.files import (
     WriteTask,
 )
 from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
+from icesink.tasks.plain_rows import PlainEnvelope
 from icesink.tasks.table_out import NAMED, ORDER, DirectTable
 
 log = logging.getLogger(__name__)

@@ -33,7 +33,7 @@ class KeySide:
     new_type: DataType  # the key column's type in a new table
     writers: dict[bytes, str] | None = None  # Avro record keys: frame key -> writer schema
     connect: bool = False  # Connect JSON record keys (tasks/decode_connect.py)
-    plain: bool = False  # plain JSON record keys (tasks/decode_json.py)
+    plain: bool = False  # plain JSON record keys (tasks/plain_rows.py)
 
 
 @dataclass(frozen=True)

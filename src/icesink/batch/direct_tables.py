@@ -43,8 +43,9 @@ from icesink.config import OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
 from icesink.tasks.decode_connect import DirectConnect
-from icesink.tasks.decode_json import PlainEnvelope, direct_columns
+from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
+from icesink.tasks.plain_rows import PlainEnvelope
 from icesink.tasks.table_out import DirectDecoder
 
 log = logging.getLogger(__name__)

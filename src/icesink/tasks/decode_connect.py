@@ -35,7 +35,8 @@ from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeError, EnvelopeS
 from icesink.schema.evolution import fits
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_values import converted
-from icesink.tasks.decode_json import DeclinedValueError, carried_columns
+from icesink.tasks.decode_json import DeclinedValueError
+from icesink.tasks.plain_rows import carried_columns, fill_from_key
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
 
 
 class ConnectRows:
-    """One table's rows from Connect JSON records, as tasks/decode_json.DirectRows takes plain
+    """One table's rows from Connect JSON records, as tasks/plain_rows.DirectRows takes plain
     JSON ones (`add` a record at a time, `take` the rows as Arrow), with the same `carry` and
     `key_column`. With `key_decoder`, the record keys are Connect JSON too: the key column holds
     their payloads' structs, and a key column of the table's (`keys`) that a row lacks takes the
@@ -221,9 +222,7 @@ class ConnectRows:
         keys, self._keys = self._keys, []
         if self._key_decoder is not None:
             keys = self._key_structs(keys, self._key_decoder)
-            for name in self._from_key:
-                at = table.names.index(name)
-                arrays[at] = pc.coalesce(arrays[at], pc.struct_field(keys, name).cast(arrays[at].type))
+            fill_from_key(arrays, table.names, keys, self._from_key)
         tombstones = [read is None for read, _ in payloads]
         carried = coordinates if self._carry else None
         return carried_columns(arrays, list(table.names), self._key_column, keys, carried, tombstones)

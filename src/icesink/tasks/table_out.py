@@ -23,7 +23,7 @@ from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, key_fingerprints, 
 from icesink.tasks.dead_letters import Letter
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
-from icesink.tasks.decode_json import TOMBSTONE, DeclinedValueError, DirectColumn, DirectRows, PlainEnvelope
+from icesink.tasks.decode_json import DeclinedValueError, DirectColumn
 from icesink.tasks.files import (
     ROW_GROUP_ROWS,
     TableFiles,
@@ -31,6 +31,7 @@ from icesink.tasks.files import (
 )
 from icesink.tasks.last_changes import last_per_key
 from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
+from icesink.tasks.plain_rows import TOMBSTONE, DirectRows, PlainEnvelope
 
 # Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
 _CHUNK_ROWS = 8192

@@ -1,0 +1,193 @@
+"""One table's rows of plain JSON records, gathered a record at a time in a one-pass task
+(tasks/table_out.py) and taken as Arrow columns, each value checked by tasks/decode_json.py.
+
+Debezium change events without Connect schemas (JsonConverter with schemas off) are plain JSON
+too (`PlainEnvelope`): the row is the event's image (`after`, `before` for a delete) with the
+operation and source columns, as schema/envelope.py says; both images are checked against the
+table's columns, and an event Spark's path would make a dead letter (no op, another op, no image)
+declines. Plain JSON record keys (`decode.key_format: json`) fill the key column's struct
+(`DirectRows`' `key`). Pure: no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
+from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, check, checked_array, json_object
+
+
+@dataclass(frozen=True)
+class PlainEnvelope:
+    """A table's share of the direct job when its records are Debezium change events in plain
+    JSON: the table's columns (`direct_columns`) and the envelope's; pickled into the tasks."""
+
+    columns: tuple[DirectColumn, ...]
+    envelope: EnvelopeSpec
+
+
+# The column of a table of changes' rows saying which are tombstones (deletes of their record key).
+TOMBSTONE = "__icesink_tombstone"
+
+
+class DirectRows:
+    """One table's rows, from the records `add` takes, as Arrow columns (`take`). With `carry`,
+    each row keeps the Kafka coordinates `add` was given and whether it is a tombstone (a table of
+    changes orders by them). With `key_column`, that column holds the record key: as a string
+    (`decode.key_format: string`), or with `key` (a plain JSON record key's struct column) as the
+    struct of its JSON object, and a key column of the table's (`keys`) that a row lacks takes the
+    record key's field of that name, as Spark's path fills it (changes.classify). With `carry`, a
+    record without a value is then a tombstone: a row of only its key. With `envelope`, each
+    record is a Debezium change event (`PlainEnvelope`)."""
+
+    def __init__(
+        self, columns: Sequence[DirectColumn], carry: bool = False, key_column: str | None = None,
+        envelope: EnvelopeSpec | None = None, key: DirectColumn | None = None, keys: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        self._columns = tuple(columns)
+        self._names = frozenset(c.name for c in columns)
+        self._order = tuple(c.name for c in columns)
+        self._rows: list[tuple[Any, ...]] = []
+        self._carry = carry
+        self._coordinates: list[tuple[str, int, int]] = []
+        self._key_column = key_column
+        self._keys: list[bytes | None] = []
+        self._tombstones: list[bool] = []
+        self._nothing = tuple(None for _ in columns)
+        self._key = key
+        fields = {f.name for f in key.fields} if key is not None else set()
+        self._from_key = [k for k in keys if k != key_column and k in fields and k in self._names]
+        self._envelope = envelope
+        if envelope is not None:
+            synthetic = envelope.synthetic()
+            self._image = self._names - synthetic - {key_column}
+            self._sources = [
+                (n, n[len(SOURCE_PREFIX) :]) for n in self._order if n in synthetic and n.startswith(SOURCE_PREFIX)
+            ]
+            self._other_images: list[dict[str, Any]] = []  # the images the rows do not take, checked too
+
+    @property
+    def rows(self) -> int:
+        return len(self._rows)
+
+    def add(
+        self, value: bytes | None, coordinates: tuple[str, int, int] | None = None, key: bytes | None = None
+    ) -> bool:  # fmt: skip
+        """Takes the record's row (and, with `carry`, its topic, partition and offset; with
+        `key_column`, its key); False (and nothing taken) when the record is not a JSON object of
+        the table's columns (or a change event of them), nor a tombstone this table takes. Its
+        values' types are checked by `take`."""
+        if value is None and self._carry and self._key_column is not None:
+            self._rows.append(self._nothing)
+            tombstone = True
+        else:
+            found = json_object(value)
+            if found is not None and self._envelope is not None:
+                found = self._change(found, self._envelope)
+            if found is None or not self._names.issuperset(found):
+                return False
+            get = found.get
+            self._rows.append(tuple([get(n) for n in self._order]))
+            tombstone = False
+        if self._carry:
+            assert coordinates is not None
+            self._coordinates.append(coordinates)
+            self._tombstones.append(tombstone)
+        if self._key_column is not None:
+            self._keys.append(key)
+        return True
+
+    def _change(self, event: dict[str, Any], envelope: EnvelopeSpec) -> dict[str, Any] | None:
+        """The row of a change event (the image, the operation and source columns), or None when
+        Spark's path would not make that row: no op Debezium writes, no image, an image or source
+        that is not an object, an image field the table lacks (either image)."""
+        op = event.get("op")
+        code = OPS.get(op) if type(op) is str else None
+        image, other = (
+            (event.get("before"), event.get("after")) if op == "d" else (event.get("after"), event.get("before"))
+        )
+        source = event.get("source")
+        if code is None or type(image) is not dict or not self._image.issuperset(image):
+            return None
+        if (other is not None and (type(other) is not dict or not self._image.issuperset(other))) or (
+            source is not None and type(source) is not dict
+        ):
+            return None
+        if other:
+            self._other_images.append(other)
+        row = {**image, envelope.operation_column: code}
+        if source:
+            row.update((column, source.get(name)) for column, name in self._sources)
+        return row
+
+    def take(self) -> pa.RecordBatch | None:
+        """The rows taken since the last call as one Arrow batch (None if there are none); raises
+        `DeclinedValueError` for a value not of its column's type (a record key not a JSON object
+        of the key column's fields), and Arrow's error for one Arrow refuses (a key that is not
+        UTF-8 too)."""
+        if not self._rows:
+            return None
+        rows, self._rows = self._rows, []
+        arrays = [checked_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
+        if self._envelope is not None:
+            others, self._other_images = self._other_images, []
+            for c in self._columns:
+                if c.name in self._image and others:
+                    check(c, [o.get(c.name) for o in others])
+        keys: Sequence[bytes | None] | pa.Array
+        keys, self._keys = self._keys, []
+        if self._key is not None:
+            keys = _key_structs(self._key, keys)
+            fill_from_key(arrays, self._order, keys, self._from_key)
+        coordinates, self._coordinates = self._coordinates, []
+        tombstones, self._tombstones = self._tombstones, []
+        carried = coordinates if self._carry else None
+        return carried_columns(arrays, list(self._order), self._key_column, keys, carried, tombstones)
+
+
+def _key_structs(column: DirectColumn, keys: Sequence[bytes | None]) -> pa.Array:
+    """Plain JSON record keys as the key column's structs (null for a null key), as Spark's path
+    parses them with the column's type; DeclinedValueError for a key that is not a JSON object of
+    the column's fields, each of its type (Spark's path: a key error or a wider key column)."""
+    objects = [json_object(k) if k is not None else None for k in keys]
+    if any(o is None and k is not None for o, k in zip(objects, keys, strict=True)):
+        raise DeclinedValueError(column.name)
+    return checked_array(column, objects)
+
+
+def fill_from_key(arrays: list[pa.Array], names: Sequence[str], keys: pa.Array, columns: Sequence[str]) -> None:
+    """Fills, in `arrays` (the table's columns, `names`), the rows of each of `columns` (key
+    columns of the table's) that lack a value with the record key's field of that name (`keys`:
+    the keys' structs), as Spark's path fills them (changes.classify)."""
+    for name in columns:
+        at = names.index(name)
+        arrays[at] = pc.coalesce(arrays[at], pc.struct_field(keys, name).cast(arrays[at].type))
+
+
+def carried_columns(
+    arrays: list[pa.Array], names: list[str], key_column: str | None, keys: Sequence[bytes | None] | pa.Array,
+    coordinates: Sequence[tuple[str, int, int]] | None, tombstones: Sequence[bool],
+) -> pa.RecordBatch:  # fmt: skip
+    """A table's decoded columns with what a JSON decoder carries beside them: the record key in
+    `key_column` (as a string, or as decoded already), and with `coordinates` each row's topic,
+    partition and offset and whether it is a tombstone before the table's columns (a table of
+    changes orders by them)."""
+    if key_column is not None:
+        # Spark's path casts the key bytes to a string; UTF-8 that does not decode is left to it.
+        decoded = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary()).cast(pa.string())
+        arrays[names.index(key_column)] = decoded
+    if coordinates is not None:
+        topics, partitions, offsets = zip(*coordinates, strict=True)
+        carried = [
+            pa.array(topics, pa.string()),
+            pa.array(partitions, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(tombstones, pa.bool_()),
+        ]
+        arrays, names = [*carried, *arrays], ["topic", "partition", "offset", TOMBSTONE, *names]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
