@@ -14,13 +14,16 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
-from icesink.batch.direct_avro import direct_avro, writer_struct
+from icesink.batch.avro_types import writer_struct
+from icesink.batch.direct_avro import direct_avro, row_struct
 from icesink.kafka import wire
 from icesink.tasks.decode_avro import AvroRows
+from tests.support import baskets
 from tests.support.frames import kafka_records
 
 SCHEMA: dict[str, Any] = {
@@ -68,11 +71,11 @@ def framed(record: dict[str, Any], schema: dict[str, Any] = SCHEMA) -> bytes:
     return buf.getvalue()
 
 
-def sparks(spark: SparkSession, values: list[bytes]) -> tuple[Any, list[Any]]:
+def sparks(spark: SparkSession, values: list[bytes], schema: dict[str, Any] = SCHEMA) -> tuple[Any, list[Any]]:
     """from_avro's type and rows for `values` (PERMISSIVE: a row of nulls where it fails)."""
     body = F.expr("substring(value, 6)")
     frame = kafka_records(spark, values).select(
-        "offset", from_avro(body, json.dumps(SCHEMA), {"mode": "PERMISSIVE"}).alias("r")
+        "offset", from_avro(body, json.dumps(schema), {"mode": "PERMISSIVE"}).alias("r")
     )
     return frame.schema["r"].dataType, [r.r for r in frame.orderBy("offset").collect()]
 
@@ -139,3 +142,43 @@ def test_records_it_declines_for_their_bytes_from_avro_refuses(spark: SparkSessi
     for value, row in zip(bad, theirs, strict=True):
         assert AvroRows(direct, arrow).decode(pa.array([value], pa.binary())) is None, value
         assert row is None or all(v is None for v in row), (value, row)
+
+
+def _sparks_spelling(v: Any) -> Any:
+    """A value of from_avro's row as Arrow spells it: a struct a dict, a map a list of key-value
+    pairs, by key (a map has no order: from_avro's follow a Java HashMap's, Arrow's the encoding's)."""
+    if isinstance(v, Row):
+        return {k: _sparks_spelling(x) for k, x in v.asDict().items()}
+    if isinstance(v, dict):
+        return sorted((k, _sparks_spelling(x)) for k, x in v.items())
+    if isinstance(v, list):
+        return [_sparks_spelling(x) for x in v]
+    return v
+
+
+def _utc_naive(v: Any) -> Any:
+    """An Arrow row's value with its timestamps UTC-naive, as Spark's, and its maps' entries by key."""
+    if isinstance(v, dict):
+        return {k: _utc_naive(x) for k, x in v.items()}
+    if isinstance(v, list) and v and all(type(x) is tuple for x in v):
+        return sorted(_utc_naive(x) for x in v)
+    if isinstance(v, list | tuple):
+        return type(v)(_utc_naive(x) for x in v)
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return v.astimezone(UTC).replace(tzinfo=None)
+    return v
+
+
+def test_arrays_and_maps_decode_to_from_avros_rows(spark: SparkSession) -> None:
+    struct = row_struct(json.dumps(baskets.BASKET))
+    assert struct is not None
+    values = [baskets.framed(baskets.basket(i)) for i in range(4)]
+    spark_type, theirs = sparks(spark, values, baskets.BASKET)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields], (
+        "arrays, maps, nested records, and the nullability within them, as from_avro types them"
+    )
+    direct = direct_avro({baskets.FRAME: json.dumps(baskets.BASKET)}, struct)
+    assert direct is not None
+    mine = AvroRows(direct, schema_to_pyarrow(baskets.TABLE)).decode(pa.array(values, pa.binary()))
+    assert mine is not None, "takes every one of them"
+    assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs]

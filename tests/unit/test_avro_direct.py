@@ -29,7 +29,8 @@ from pyiceberg.types import (
 )
 from pyspark.sql import types as T
 
-from icesink.batch.direct_avro import avro_type, direct_avro, writer_struct
+from icesink.batch.avro_types import avro_type, writer_struct
+from icesink.batch.direct_avro import direct_avro
 from icesink.kafka import wire
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 
@@ -144,8 +145,8 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
         {"type": "enum", "name": "E", "symbols": ["A"]},
         {"type": "record", "name": "R", "fields": [{"name": "a", "type": "array"}]},
         {"type": "record", "name": "R", "fields": []},
-        {"type": "array", "items": "long"},
-        {"type": "map", "values": "long"},
+        {"type": "array", "items": ["null", "long"]},
+        {"type": "map", "values": {"type": "enum", "name": "E", "symbols": ["A"]}},
         {"type": "fixed", "name": "F", "size": 4},
         ["null", "long", "string"],
         ["long", "string"],

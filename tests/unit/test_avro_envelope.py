@@ -16,9 +16,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_type
 
+from icesink.batch.avro_types import avro_type, inlined
 from icesink.batch.decode import semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
-from icesink.batch.direct_avro import avro_type, direct_avro, inlined, row_struct
+from icesink.batch.direct_avro import direct_avro, row_struct
 from icesink.kafka import wire
 from icesink.tasks import semantic_values
 from icesink.tasks.decode_avro import AvroRows

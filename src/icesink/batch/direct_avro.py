@@ -2,29 +2,21 @@
 make of them: the driver's side.
 
 A writer schema is taken when its records are beyond doubt the rows Spark's path makes of them
-(batch/decode/avro.py): records whose fields are the primitives, date, timestamp-millis/micros,
-uuid and decimal bytes, alone or in a union with null, or records of those at any depth; Kafka
-Connect's and Debezium's annotations as Spark's path reads them (the Debezium semantic types of
-batch/decode/semantic.py converted, the others by their Avro type). With a Debezium envelope
-(`decode.envelope: debezium`), the row is its image, operation and source columns
-(batch/decode/debezium.py). The row type is Spark's own: this module types the writer schema as
-from_avro would (pinned in tests/integration/test_direct_avro_rows.py), then applies the same
-functions Spark's path does (`semantic.converted_type`, `debezium.row_type`).
+(batch/decode/avro.py): records of the types batch/avro_types.py gives from_avro's type of. With a
+Debezium envelope (`decode.envelope: debezium`), the row is its image, operation and source
+columns (batch/decode/debezium.py). The row type is Spark's own: the writer schema typed as
+from_avro would, then the same functions Spark's path applies (`semantic.converted_type`,
+`debezium.row_type`).
 """
 
 from __future__ import annotations
 
-import copy
-import json
 from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Any
 
 from pyspark.sql.types import (
-    BinaryType,
-    BooleanType,
     DataType,
-    DateType,
     DecimalType,
     DoubleType,
     FloatType,
@@ -33,160 +25,19 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
+from icesink.batch.avro_types import inlined_text, nullable, writer_struct
 from icesink.batch.decode import debezium, semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.kafka import wire
-from icesink.schema.connect import DEBEZIUM_PARSE, VARIABLE_DECIMAL
 from icesink.schema.evolution import conflicts, merged
-from icesink.tasks.decode_avro import DirectAvro, DirectWriter, reserved
+from icesink.tasks.decode_avro import DirectAvro, DirectWriter
 from icesink.tasks.envelope_rows import Envelope
 from icesink.tasks.semantic_values import Path
 
-_PRIMITIVES: dict[str, DataType] = {
-    "boolean": BooleanType(),
-    "int": IntegerType(),
-    "long": LongType(),
-    "float": FloatType(),
-    "double": DoubleType(),
-    "string": StringType(),
-    "bytes": BinaryType(),
-}
-# (Avro type, logical type) -> what Spark's from_avro makes of it.
-_LOGICAL: dict[tuple[str, str], DataType] = {
-    ("int", "date"): DateType(),
-    ("long", "timestamp-millis"): TimestampType(),
-    ("long", "timestamp-micros"): TimestampType(),
-    ("string", "uuid"): StringType(),
-}
-# The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS): the one
-# Connect JSON's values of it parse as (schema/connect.py DEBEZIUM_PARSE), named as Avro names it.
-_AVRO_NAMES = {IntegerType: "int", LongType: "long", StringType: "string", StructType: "record"}
-SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items()}
 # The union check groups a batch's records by a 64-bit mask of which unions are null.
 MAX_UNIONS = 62
-
-
-def avro_type(avro: Any) -> tuple[DataType, bool] | None:
-    """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
-    one-pass decoder does not take it: anything but the primitives, date, timestamp-millis/micros,
-    uuid and decimal bytes, records of those, each alone or in a union with null. `avro` has its
-    named types written out (`inlined`)."""
-    if isinstance(avro, list):
-        branches = [b for b in avro if b != "null"]
-        if len(avro) != 2 or len(branches) != 1:
-            return None
-        found = avro_type(branches[0])
-        return None if found is None else (found[0], True)
-    if isinstance(avro, str):
-        t = _PRIMITIVES.get(avro)
-        return None if t is None else (t, False)
-    if not isinstance(avro, dict):
-        return None
-    base, name = avro.get("type"), avro.get("connect.name")
-    if name in SEMANTIC_BASE and (SEMANTIC_BASE[name] != base or "logicalType" in avro):
-        return None  # not as Debezium writes it: Spark's path decides what it means
-    if base == "record":
-        struct = record_struct(avro)
-        if struct is None or (name == VARIABLE_DECIMAL and not _same_fields(struct, DEBEZIUM_PARSE[name])):
-            return None
-        return struct, False
-    if not isinstance(base, str) or base not in _PRIMITIVES:
-        return None
-    return _logical(avro, base)
-
-
-def _same_fields(struct: StructType, want: DataType) -> bool:
-    """Whether `struct` has `want`'s fields and types (from_avro makes a record's fields required)."""
-    return isinstance(want, StructType) and [(f.name, f.dataType) for f in struct.fields] == [
-        (f.name, f.dataType) for f in want.fields
-    ]
-
-
-def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
-    logical = avro.get("logicalType")
-    if logical is None:
-        return _PRIMITIVES[base], False
-    if (base, logical) == ("bytes", "decimal"):
-        precision, scale = avro.get("precision"), avro.get("scale", 0)
-        if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision <= 38 or precision < 1:
-            return None
-        return DecimalType(precision, scale), False
-    t = _LOGICAL.get((base, logical))
-    return None if t is None else (t, False)
-
-
-def record_struct(record: dict[str, Any]) -> StructType | None:
-    """The struct Spark's from_avro gives an (inlined) record the decoder takes, else None."""
-    fields = record.get("fields")
-    if not isinstance(fields, list) or not fields:
-        return None
-    out = []
-    for f in fields:
-        if not isinstance(f, dict) or not isinstance(f.get("name"), str) or reserved(f["name"]):
-            return None
-        found = avro_type(f.get("type"))
-        if found is None:
-            return None
-        out.append(StructField(f["name"], found[0], found[1]))
-    return StructType(out)
-
-
-def inlined(schema: Any) -> Any:
-    """`schema` with every reference to a named type replaced by the type itself, each copy named
-    apart (polars' Avro reader resolves no reference; an Avro schema may define a name only once)."""
-    named: dict[str, Any] = {}
-    count = [0]
-
-    def walk(t: Any, namespace: str | None) -> Any:
-        if isinstance(t, list):
-            return [walk(b, namespace) for b in t]
-        if isinstance(t, str):
-            found = named.get(t) or named.get(f"{namespace}.{t}" if namespace else t)
-            return walk(copy.deepcopy(found[0]), found[1]) if found is not None else t
-        if not isinstance(t, dict):
-            return t
-        kind = t.get("type")
-        if kind in ("record", "enum", "fixed") and isinstance(t.get("name"), str):
-            name = t["name"]
-            space = name.rsplit(".", 1)[0] if "." in name else t.get("namespace", namespace)
-            full = name if "." in name else (f"{space}.{name}" if space else name)
-            named.setdefault(full, (copy.deepcopy(t), space))
-            count[0] += 1
-            out = {k: v for k, v in t.items() if k != "namespace"}
-            out["name"] = f"{full.replace('.', '_')}_{count[0]}"
-            if kind == "record" and isinstance(t.get("fields"), list):
-                out["fields"] = [{**f, "type": walk(f.get("type"), space)} for f in t["fields"]]
-            return out
-        if isinstance(kind, (dict, list)):
-            return {**t, "type": walk(kind, namespace)}
-        if kind == "array":
-            return {**t, "items": walk(t.get("items"), namespace)}
-        if kind == "map":
-            return {**t, "values": walk(t.get("values"), namespace)}
-        return t
-
-    return walk(schema, None)
-
-
-@lru_cache(maxsize=1024)
-def _inlined_text(schema_text: str) -> Any:
-    """The writer schema parsed, its named types written out (once per schema: every batch asks);
-    None when it is not JSON. Callers do not change it."""
-    try:
-        return inlined(json.loads(schema_text))
-    except (ValueError, RecursionError):
-        return None
-
-
-def writer_struct(schema_text: str) -> StructType | None:
-    """The type Spark's from_avro gives a writer schema the decoder takes, else None."""
-    schema = _inlined_text(schema_text)
-    if not isinstance(schema, dict) or schema.get("type") != "record":
-        return None
-    return record_struct(schema)
 
 
 @lru_cache(maxsize=1024)
@@ -199,7 +50,7 @@ def row_struct(schema_text: str, envelope: EnvelopeSpec | None = None) -> Struct
     decoded = semantic.converted_type(raw, semantic.semantic_paths(schema_text))
     assert isinstance(decoded, StructType)
     if envelope is None:
-        return decoded
+        return _nullable_within(decoded)
     names = decoded.fieldNames()
     if "op" not in names or decoded["op"].dataType != StringType() or "after" not in names:
         return None  # no envelope, or JSON's payload wrapper: Spark's path says why
@@ -207,9 +58,16 @@ def row_struct(schema_text: str, envelope: EnvelopeSpec | None = None) -> Struct
     if "before" in names and decoded["before"].dataType != image:
         return None
     try:
-        return debezium.row_type(decoded, envelope)
+        return _nullable_within(debezium.row_type(decoded, envelope))
     except debezium.EnvelopeError:
         return None
+
+
+def _nullable_within(row: StructType) -> StructType:
+    """`row` with its columns' nested fields, elements and values nullable, as Spark's path reads
+    them (from_avro's PERMISSIVE mode) and creates the table; each column's own nullability is
+    the writer schema's (a required key column stays required)."""
+    return StructType([StructField(f.name, nullable(f.dataType), f.nullable, f.metadata) for f in row.fields])
 
 
 def merged_rows(writers: Mapping[bytes, str], envelope: EnvelopeSpec | None = None) -> StructType | None:
@@ -276,7 +134,7 @@ def direct_writer(frame: bytes, text: str) -> DirectWriter | None:
     """What the tasks need of one writer schema (whose rows `row_struct` took)."""
     if len(frame) != wire.HEADER_SIZE or frame[0] != 0:
         return None  # a GUID reference: records name it in a header, unframed
-    schema = _inlined_text(text)
+    schema = inlined_text(text)
     typed = list(_typed_fields(schema["fields"]))
     decimals = tuple((path, *d) for path, t in typed if (d := _decimal(t)) is not None)
     unions = tuple((path, t.index("null")) for path, t in typed if isinstance(t, list))

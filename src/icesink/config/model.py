@@ -234,10 +234,11 @@ class DecodeConfig(Section):
     )
     direct_avro: bool = Field(
         True,
-        description="Avro records of simple types, Debezium's semantic types and nested records, or Debezium "
-        "envelopes of them, with string or Avro record keys, into append, changelog or upsert tables with those "
-        "columns, partitioned or not: decoded in Python and written in one Spark job, each key's last change chosen "
-        "in the task that reads its topic-partition (docs/performance.md); false: always through Spark's from_avro",
+        description="Avro records of simple types, Debezium's semantic types, nested records, arrays and maps, "
+        "or Debezium envelopes of them, with string or Avro record keys, into append, changelog or upsert tables "
+        "with those columns, partitioned or not: decoded in Python and written in one Spark job, each key's last "
+        "change chosen in the task that reads its topic-partition (docs/performance.md); false: always through "
+        "Spark's from_avro",
     )
 
 

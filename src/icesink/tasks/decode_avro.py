@@ -6,7 +6,8 @@ Arrow; the JVM's share of that is most of a batch's time. Here the Python task d
 values itself, a writer schema's records at a time, with polars' Avro reader (Rust): the records
 of one schema id are laid end to end as ONE block of an in-memory Avro container file whose schema
 is the writer's, between a 5-byte field that takes the record's frame and an 8-byte marker that
-ends each record. A record whose body is longer or shorter than its schema says shifts the next
+ends each record (maps, which polars does not read, as the arrays of entries they are encoded as:
+tasks/avro_maps.py). A record whose body is longer or shorter than its schema says shifts the next
 marker, so a misread record cannot pass for a good one: the marker check catches it.
 
 As tasks/decode_json.py, this takes a table's records only when they are beyond doubt the rows
@@ -32,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.kafka import wire
+from icesink.tasks.avro_maps import as_column, entries_for_maps
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows
 from icesink.tasks.semantic_values import Path, converted
@@ -165,7 +167,9 @@ class AvroRows:
 
         self._direct = direct
         self._schema = schema  # the table's Arrow schema (field ids), in column order
-        self._headers = {w.frame: _container_header(_framed(w.schema["fields"])) for w in direct.writers}
+        # What polars reads: the writer schemas with their maps as arrays of entries.
+        self._fields = {w.frame: entries_for_maps(w.schema)["fields"] for w in direct.writers}
+        self._headers = {frame: _container_header(_framed(fields)) for frame, fields in self._fields.items()}
         # (frame, null unions) -> the container header of the index reading, and its index columns
         self._index_readings: dict[tuple[bytes, frozenset[Path]], tuple[bytes, list[str]]] = {}
         self._mark = secrets.token_bytes(_MARK_SIZE)  # unguessable: no body can fake it
@@ -259,7 +263,7 @@ class AvroRows:
             nulls = frozenset(path for j, (path, _) in enumerate(w.unions) if p >> j & 1)
             reading = self._index_readings.get((w.frame, nulls))
             if reading is None:
-                fields = _union_indexes(w.schema["fields"], numbers, nulls)
+                fields = _union_indexes(self._fields[w.frame], numbers, nulls)
                 kept = [f["name"] for f in fields if f["name"].startswith(_UNION)]
                 reading = self._index_readings[(w.frame, nulls)] = (_container_header(_framed(fields)), kept)
             header, kept = reading
@@ -280,7 +284,7 @@ class AvroRows:
         columns = []
         for f in self._schema:
             if f.name in w.fields:
-                columns.append(converted(decoded.column(f.name), (f.name,), semantics).cast(f.type, safe=True))
+                columns.append(as_column(converted(decoded.column(f.name), (f.name,), semantics), f.type))
             else:
                 columns.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(columns, schema=self._schema)

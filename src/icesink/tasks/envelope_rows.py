@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.schema.envelope import OPS
+from icesink.tasks.avro_maps import as_column
 from icesink.tasks.semantic_values import Path, converted
 
 _SPELLINGS = pa.array(list(OPS))
@@ -67,5 +68,5 @@ def envelope_rows(
             value = converted(pc.if_else(deleting, was, now) if was is not None else now, ("after", f.name), semantics)
         else:
             value = pa.nulls(len(op), f.type)
-        columns.append(value.cast(f.type, safe=True))
+        columns.append(as_column(value, f.type))
     return pa.Table.from_arrays(columns, schema=schema)

@@ -1,0 +1,79 @@
+"""Avro maps through polars' Avro reader, which has none (it panics on one): a map is read as the
+array of key-value records it is encoded as, and those lists become Arrow maps again in the
+table's columns.
+
+An Avro map and an array of records {key: string, value: V} have one encoding: blocks of a count
+(negative: followed by the block's size in bytes), then that many items, a zero count last; a
+map's item is its key then its value, a record's its fields in order. So the reading is exact,
+and the end marker after each record (tasks/decode_avro.py) still checks that it was.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+_ENTRY = "IcesinkMapEntry"
+
+
+def entries_for_maps(schema: Any) -> Any:
+    """An (inlined) Avro schema with every map an array of {key, value} records, each named apart."""
+    count = [0]
+
+    def walk(t: Any) -> Any:
+        if isinstance(t, list):
+            return [walk(b) for b in t]
+        if not isinstance(t, dict):
+            return t
+        kind = t.get("type")
+        if kind == "record" and isinstance(t.get("fields"), list):
+            return {**t, "fields": [{**f, "type": walk(f.get("type"))} for f in t["fields"]]}
+        if kind == "array":
+            return {**t, "items": walk(t.get("items"))}
+        if kind == "map":
+            count[0] += 1
+            entry = {
+                "type": "record",
+                "name": f"{_ENTRY}{count[0]}",
+                "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": walk(t.get("values"))}],
+            }
+            return {"type": "array", "items": entry}
+        if isinstance(kind, (dict, list)):
+            return {**t, "type": walk(kind)}
+        return t
+
+    return walk(schema)
+
+
+def _has_map(t: pa.DataType) -> bool:
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def as_column(array: Any, target: pa.DataType) -> pa.Array:
+    """Decoded values as a column of `target`: a cast, where the lists of key-value records a map
+    was read as (`entries_for_maps`) become maps, at any depth."""
+    if not _has_map(target):
+        return array.cast(target, safe=True)
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    mask = array.is_null() if array.null_count else None
+    if pa.types.is_struct(target):
+        children = [as_column(array.field(f.name), f.type) for f in target]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+    if pa.types.is_map(target):
+        entries = array.cast(pa.list_(array.type.value_field))  # a map's offsets are int32
+        keys = as_column(entries.values.field("key"), target.key_type)
+        items = as_column(entries.values.field("value"), target.item_type)
+        return pa.MapArray.from_arrays(entries.offsets, keys, items, type=target, mask=mask)
+    lists = array.cast(pa.list_(array.type.value_field) if pa.types.is_list(target) else array.type)
+    if lists.offset and mask is not None:  # from_arrays takes no validity beside sliced offsets
+        lists = pa.concat_arrays([lists])
+    kind = pa.ListArray if pa.types.is_list(target) else pa.LargeListArray
+    return kind.from_arrays(lists.offsets, as_column(lists.values, target.value_type), type=target, mask=mask)
