@@ -182,3 +182,30 @@ def test_arrays_and_maps_decode_to_from_avros_rows(spark: SparkSession) -> None:
     mine = AvroRows(direct, schema_to_pyarrow(baskets.TABLE)).decode(pa.array(values, pa.binary()))
     assert mine is not None, "takes every one of them"
     assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs]
+
+
+ORDER: dict[str, Any] = {
+    "type": "record",
+    "name": "Order",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
+    ],
+}
+
+
+def test_enums_decode_to_from_avros_strings_and_an_index_beyond_them_is_refused_by_both(spark: SparkSession) -> None:
+    struct = row_struct(json.dumps(ORDER))
+    assert struct is not None
+    values = [baskets.framed({"id": i, "status": s}, ORDER) for i, s in enumerate(["PAID", "NEW"])]
+    beyond = values[0][:-1] + b"\x04"  # status: index 2 of 2 symbols
+    spark_type, theirs = sparks(spark, [*values, beyond], ORDER)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
+    direct = direct_avro({baskets.FRAME: json.dumps(ORDER)}, struct)
+    assert direct is not None
+    arrow = pa.schema([("id", pa.int64()), ("status", pa.string())])
+    mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert mine is not None
+    assert mine.to_pylist() == [r.asDict() for r in theirs[:2]]
+    assert AvroRows(direct, arrow).decode(pa.array([beyond], pa.binary())) is None
+    assert theirs[2] is None or all(v is None for v in theirs[2]), theirs[2]

@@ -142,7 +142,7 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
 @pytest.mark.parametrize(
     "avro",
     [
-        {"type": "enum", "name": "E", "symbols": ["A"]},
+        ["null", {"type": "enum", "name": "E", "symbols": ["A"]}],
         {"type": "record", "name": "R", "fields": [{"name": "a", "type": "array"}]},
         {"type": "record", "name": "R", "fields": []},
         {"type": "array", "items": ["null", "long"]},

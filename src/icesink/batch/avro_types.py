@@ -2,11 +2,11 @@
 the Spark type of each Avro type the tasks decode exactly as Spark's path does, None for the others.
 
 Taken: the primitives, date, timestamp-millis/micros, uuid and decimal bytes, alone or in a union
-with null, and records, arrays and string-keyed maps of those at any depth; Kafka Connect's and
-Debezium's annotations as Spark's path reads them (a Debezium semantic type as Debezium writes it;
-the others by their Avro type). Inside an array or a map: no union, decimal or semantic type (the
-tasks check those per field path). The types are pinned against from_avro in
-tests/integration/test_direct_avro_rows.py.
+with null, and records, arrays and string-keyed maps of those at any depth; enums as the writer
+record's own fields; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
+Debezium semantic type as Debezium writes it; the others by their Avro type). Inside an array or a
+map: no union, decimal or semantic type (the tasks check those per field path). The types are
+pinned against from_avro in tests/integration/test_direct_avro_rows.py.
 """
 
 from __future__ import annotations
@@ -135,8 +135,9 @@ def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
     return None if t is None else (t, False)
 
 
-def record_struct(record: dict[str, Any], repeated: bool = False) -> StructType | None:
-    """The struct Spark's from_avro gives an (inlined) record the decoder takes, else None."""
+def record_struct(record: dict[str, Any], repeated: bool = False, top: bool = False) -> StructType | None:
+    """The struct Spark's from_avro gives an (inlined) record the decoder takes, else None. `top`:
+    the writer schema's own record, whose fields may be enums too (`_enum`)."""
     fields = record.get("fields")
     if not isinstance(fields, list) or not fields:
         return None
@@ -144,11 +145,23 @@ def record_struct(record: dict[str, Any], repeated: bool = False) -> StructType 
     for f in fields:
         if not isinstance(f, dict) or not isinstance(f.get("name"), str) or reserved(f["name"]):
             return None
-        found = avro_type(f.get("type"), repeated)
+        t = f.get("type")
+        found = _enum(t) if top and isinstance(t, dict) and t.get("type") == "enum" else avro_type(t, repeated)
         if found is None:
             return None
         out.append(StructField(f["name"], found[0], found[1]))
     return StructType(out)
+
+
+def _enum(avro: dict[str, Any]) -> tuple[DataType, bool] | None:
+    """An enum field of the writer's record: a string, as from_avro makes it. polars reads it as a
+    dictionary of its symbols (an index beyond them panics: the records are declined, and from_avro
+    refuses them too); an enum anywhere else (in a union, a nested record, an array) it cannot read
+    at all, so those schemas go Spark's way."""
+    symbols = avro.get("symbols")
+    if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
+        return None
+    return StringType(), False
 
 
 def inlined(schema: Any) -> Any:
@@ -203,4 +216,4 @@ def writer_struct(schema_text: str) -> StructType | None:
     schema = inlined_text(schema_text)
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
-    return record_struct(schema)
+    return record_struct(schema, top=True)
