@@ -10,6 +10,9 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   icesink-avro / -json   catch-up throughput into an append table (available-now, N records)
   icesink-cdc            the same into a changelog table (equality deletes + rows, one RowDelta)
   icesink-avro-days      icesink-avro into a table partitioned by days(ts)
+  icesink-avro-nested    the same records with three more fields, an array of strings, a map of
+                         strings and an array of records (line items), into an append table
+  icesink-avro-nested-jvm  the same through Spark's from_avro (decode.direct_avro: false)
   icesink-cdc-bucket     icesink-cdc into a table partitioned by bucket(16, id) (keys from the value)
   icesink-json-upsert    icesink-json into an upsert table keyed by id
   icesink-debezium       the CDC stream as Debezium's Avro change events (record keys, envelopes,
@@ -65,6 +68,7 @@ from dev.bench import report as rep
 from dev.bench.measure import measure
 from dev.bench.spec import (
     CATCH_UP,
+    DECODE,
     FRESHNESS_RUNS,
     MEMORY_TRIGGER,
     SMALL_RECORDS,
@@ -155,7 +159,7 @@ def catch_up(s: Bench) -> dict[str, Any]:
     for part, (kind, variant) in CATCH_UP.items():
         if part in s.spec.parts:
             w = WorkerSpec(kind=kind, variant=variant, topic=s.topics[variant], warm_topic=s.topics[f"warm_{variant}"],
-                           tables=TABLES.get(part, {}), **s.base())  # fmt: skip
+                           tables=TABLES.get(part, {}), decode=DECODE.get(part, {}), **s.base())  # fmt: skip
             out[part] = rep.summarize_runs(part, measure(part, w.to_json(), s.log), s.spec.records)
     return out
 

@@ -163,6 +163,8 @@ RATIOS = (
     ("icesink-json", "builtin-json", "json_vs_builtin_json"),
     ("icesink-cdc", "icesink-avro", "cdc_vs_avro"),
     ("icesink-avro-days", "icesink-avro", "partitioned_vs_avro"),
+    ("icesink-avro-nested", "icesink-avro", "nested_vs_avro"),
+    ("icesink-avro-nested", "icesink-avro-nested-jvm", None),
     ("icesink-cdc-bucket", "icesink-avro", "partitioned_cdc_vs_avro"),
     ("icesink-json-upsert", "icesink-avro", "json_upsert_vs_avro"),
     ("icesink-debezium", "icesink-avro", "debezium_vs_avro"),
@@ -187,6 +189,8 @@ LABELS = {
     "icesink-json": "icesink, JSON, append",
     "icesink-cdc": "icesink, Avro, changelog (CDC)",
     "icesink-avro-days": "icesink, Avro, append, days(ts)",
+    "icesink-avro-nested": "icesink, Avro with arrays, maps and records in arrays, append",
+    "icesink-avro-nested-jvm": "icesink-avro-nested through Spark's from_avro (decode.direct_avro false)",
     "icesink-cdc-bucket": "icesink, Avro, changelog, bucket(16, id)",
     "icesink-json-upsert": "icesink, JSON, upsert by id",
     "icesink-debezium": "icesink, Debezium Avro (keys, tombstones), changelog, bucket(16, id)",
@@ -242,6 +246,7 @@ def shape_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
     """Issue 36's table shapes against the flat Avro append of the same run (reported only when run)."""
     shapes = [
         ("Partitioned append: icesink-avro-days / icesink-avro", "icesink-avro-days", "partitioned_vs_avro"),
+        ("Nested Avro append: icesink-avro-nested / icesink-avro", "icesink-avro-nested", "nested_vs_avro"),
         ("Partitioned CDC: icesink-cdc-bucket / icesink-avro", "icesink-cdc-bucket", "partitioned_cdc_vs_avro"),
         ("JSON upsert: icesink-json-upsert / icesink-avro", "icesink-json-upsert", "json_upsert_vs_avro"),
         ("Debezium CDC: icesink-debezium / icesink-avro", "icesink-debezium", "debezium_vs_avro"),

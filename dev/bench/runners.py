@@ -55,6 +55,7 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         raw["decode"].update({"envelope": "debezium", "key_format": "json", "source_columns": ["ts_ms", "lsn"]})
         raw["tables"].update({"mode": "changelog"})
     raw["tables"].update(extra.pop("tables", {}))
+    raw["decode"].update(extra.pop("decode", {}))
     return parse_config(raw, environ={})
 
 
@@ -95,7 +96,9 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         topic = spec.warm_topic if warm else spec.topic
         ns = f"{spec.tag}_{spec.variant.replace('-', '_')}_{uuid.uuid4().hex[:6]}"  # an identifier
         kafka = {"starting_offsets": spec.starting_offsets} if spec.starting_offsets and not warm else {}
-        cfg = icesink_config(tmp, topic, ns, spec.variant, spec.max_per_trigger, kafka=kafka, tables=spec.tables)
+        cfg = icesink_config(
+            tmp, topic, ns, spec.variant, spec.max_per_trigger, kafka=kafka, tables=spec.tables, decode=spec.decode
+        )
         job = Job(spark, cfg)
         batches: list[dict[str, Any]] = []
         job.handler.on_timings = collector(batches)

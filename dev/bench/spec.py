@@ -13,13 +13,14 @@ from typing import Any, Literal
 
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
-    "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-cdc-bucket",
-    "icesink-json-upsert", "icesink-debezium", "icesink-debezium-json", "seed000", "builtin", "builtin-json", "noop",
+    "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-avro-nested",
+    "icesink-avro-nested-jvm", "icesink-cdc-bucket", "icesink-json-upsert", "icesink-debezium",
+    "icesink-debezium-json", "seed000", "builtin", "builtin-json", "noop",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 
 Kind = Literal["icesink", "seed000", "builtin", "noop", "freshness", "builtin-freshness", "small"]
-Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json"]
+Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json", "avro-nested"]
 
 # part -> (how it runs, which topic it reads)
 CATCH_UP: dict[str, tuple[Kind, Variant]] = {
@@ -27,6 +28,8 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-json": ("icesink", "json"),
     "icesink-cdc": ("icesink", "cdc"),
     "icesink-avro-days": ("icesink", "avro"),
+    "icesink-avro-nested": ("icesink", "avro-nested"),
+    "icesink-avro-nested-jvm": ("icesink", "avro-nested"),
     "icesink-cdc-bucket": ("icesink", "cdc"),
     "icesink-json-upsert": ("icesink", "json"),
     "icesink-debezium": ("icesink", "debezium"),
@@ -45,6 +48,9 @@ TABLES: dict[str, dict[str, Any]] = {
     "icesink-debezium": {"partition_by": ["bucket(16, id)"]},
     "icesink-debezium-json": {"partition_by": ["bucket(16, id)"]},
 }
+
+# Parts that run icesink with other decode settings: the same records through Spark's decoder.
+DECODE: dict[str, dict[str, Any]] = {"icesink-avro-nested-jvm": {"direct_avro": False}}
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's
 # sink alternate at the 1 s trigger so that both see the same machine.
@@ -74,6 +80,7 @@ class Targets:
     json_records_per_cpu_s: float = 30_000  # icesink-json
     cdc_vs_avro: float = 0.7  # icesink-cdc / icesink-avro records/s
     partitioned_vs_avro: float = 0.85  # icesink-avro-days / icesink-avro records/s (issue 36)
+    nested_vs_avro: float = 0.85  # icesink-avro-nested / icesink-avro records/s (issue 36)
     partitioned_cdc_vs_avro: float = 0.7  # icesink-cdc-bucket / icesink-avro records/s (issue 36)
     json_upsert_vs_avro: float = 0.7  # icesink-json-upsert / icesink-avro records/s (issue 36)
     debezium_vs_avro: float = 0.7  # icesink-debezium / icesink-avro records/s (issue 36)
@@ -119,6 +126,7 @@ class RunSpec:
         out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
         out += ["debezium"] if "icesink-debezium" in self.parts else []
         out += ["debezium-json"] if "icesink-debezium-json" in self.parts else []
+        out += ["avro-nested"] if {"icesink-avro-nested", "icesink-avro-nested-jvm"} & set(self.parts) else []
         return out
 
 
@@ -135,6 +143,7 @@ class WorkerSpec:
     max_per_trigger: int = 500_000
     variant: Variant = "avro"
     tables: dict[str, Any] = field(default_factory=dict)  # the tables section's settings (TABLES)
+    decode: dict[str, Any] = field(default_factory=dict)  # the decode section's settings (DECODE)
     warm_topic: str = ""
     starting_offsets: str | None = None  # a Kafka startingOffsets JSON (the sweep reads a tail)
     interval: int = 0  # freshness: trigger seconds

@@ -47,6 +47,31 @@ CDC_SCHEMA: dict[str, Any] = {
     "name": "Change",
     "fields": [*SCHEMA["fields"], {"name": "op", "type": "string"}],
 }
+# SCHEMA with nested values as producers write them: tags, attributes and line items.
+NESTED_SCHEMA: dict[str, Any] = {
+    **SCHEMA,
+    "name": "Order",
+    "fields": [
+        *SCHEMA["fields"],
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "string"}},
+        {
+            "name": "items",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "Item",
+                    "fields": [
+                        {"name": "sku", "type": "string"},
+                        {"name": "qty", "type": "int"},
+                        {"name": "price", "type": "double"},
+                    ],
+                },
+            },
+        },
+    ],
+}
 # Debezium's Avro converter, its defaults (dev/kit/debezium_avro.py): the row as the envelope's
 # before/after; the key an Avro record of the primary key.
 DEBEZIUM_ENVELOPE = dbz.envelope({**SCHEMA, "name": "Value", "namespace": "bench.public.events"})
@@ -74,6 +99,16 @@ def event(i: int, key: int | None = None, days: int = 7) -> dict[str, Any]:
         "page_url": f"https://shop.example.com/catalog/item/{i % 9973}?ref=home",
         "user_agent": f"Mozilla/5.0 (Linux; Android 14) App/3.14.{i % 10}",
     }  # fmt: skip
+
+
+def nested_event(i: int) -> dict[str, Any]:
+    """`event(i)` with 0-3 tags, 1-2 attributes and 1-3 line items."""
+    return {
+        **event(i),
+        "tags": ["new", "gift", "sale"][: i % 4],
+        "attrs": {"channel": ("web", "app")[i % 2], **({"coupon": f"C{i % 97}"} if i % 3 == 0 else {})},
+        "items": [{"sku": f"sku-{(i + j) % 500}", "qty": 1 + j, "price": 9.5 * (j + 1)} for j in range(1 + i % 3)],
+    }
 
 
 def as_json(e: dict[str, Any]) -> bytes:
@@ -226,6 +261,12 @@ def load(topic: str, variant: str, n: int, first: int = 0) -> float:
         size = load_debezium(p, topic, n)
     elif variant == "debezium-json":
         size = load_debezium_json(p, topic, n)
+    elif variant == "avro-nested":
+        writer = AvroWriter(topic, NESTED_SCHEMA, sample=nested_event(0))
+        for i in range(first, first + n):
+            v = writer(nested_event(i))
+            size += len(v)
+            send(p, topic, v, None, i % 2)
     elif variant == "cdc":
         writer = AvroWriter(topic, CDC_SCHEMA)
         for i, (key, op) in enumerate(cdc_changes(n, seed=7)):
