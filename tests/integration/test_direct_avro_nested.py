@@ -6,6 +6,7 @@ replay without a duplicate or a loss."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +113,39 @@ def test_arrays_and_maps_in_one_pass_match_sparks_path_and_survive_a_crash(
     ids = [r.id for r in spark.table(tables["direct"]).select("id").collect()]
     assert sorted(ids) == list(range(110)), "each record once"
     assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+
+
+def test_a_schema_the_one_pass_decoder_does_not_take_is_said_once_and_its_rows_land(
+    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A union inside an array (its elements' branch indexes are not checked): the job says once,
+    naming the table and the writer schema, that the table's records go through Spark's decoder,
+    and every batch lands there."""
+    topic = scenario.topic("sparse")
+    create_topics(topic, partitions=1)
+    schema = {
+        "type": "record",
+        "name": "Sparse",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "xs", "type": {"type": "array", "items": ["null", "long"]}},
+        ],
+    }
+    values = avro_values(topic, schema, [{"id": i, "xs": [i, None]} for i in range(6)])
+    produce(topic, values)
+    job = Job(spark, scenario.config(**avro_config(scenario, **{"kafka.max_offsets_per_trigger": 3})))
+    seen: list[BatchTimings] = []
+    job.handler.on_timings = seen.append
+    with caplog.at_level(logging.INFO, logger="icesink.batch.direct_tables"):
+        job.run()
+    assert one_pass(seen) == [(False, ["decode", "prepare", "write"])] * 2, "both batches through Spark's decoder"
+    said = [r.getMessage() for r in caplog.records if "go through Spark's decoder" in r.getMessage()]
+    sid = int.from_bytes(values[0][1:5], "big")
+    assert said == [
+        f"table {scenario.namespace}.{scenario.prefix}_sparse: its records go through Spark's decoder: writer schema "
+        f"{sid} has a type the one-pass Avro decoder does not take (a union beyond one type and null, a fixed, an "
+        "enum not a field of the record, a union, decimal or Debezium semantic type inside an array or map, or no "
+        "Debezium envelope where decode.envelope says one)"
+    ], "said once, for two batches"
+    table = scenario.table("sparse")
+    assert sorted((r.id, r.xs) for r in spark.table(table).collect()) == [(i, [i, None]) for i in range(6)]

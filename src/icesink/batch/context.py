@@ -4,7 +4,7 @@ reaches back into the handler."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -39,6 +39,8 @@ class BatchContext:
     tables: TablePool  # runs the per-table steps side by side (job.table_parallelism)
     # librdkafka's settings for the one-pass job's own Kafka reads (kafka/reader.py); None: Spark's source reads
     librdkafka: dict[str, Any] | None = None
+    # (table, reason) of the plan-time declines of the one-pass job already logged (direct_tables.py)
+    declines_said: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:

@@ -145,6 +145,27 @@ def direct_writer(frame: bytes, text: str) -> DirectWriter | None:
     return DirectWriter(bytes(frame), schema, fields, decimals, unions, semantics)
 
 
+def avro_declined(writers: Mapping[bytes, str], table: StructType, envelope: EnvelopeSpec | None = None) -> str:
+    """Why `direct_avro` takes no decoder for these writer schemas and table, for the job's log."""
+    for frame, text in sorted(writers.items()):
+        sid = wire.schema_ref(frame)
+        struct = row_struct(text, envelope)
+        if struct is None:
+            return (
+                f"writer schema {sid} has a type the one-pass Avro decoder does not take (a union beyond one type "
+                "and null, a fixed, an enum not a field of the record, a union, decimal or Debezium semantic type "
+                "inside an array or map, or no Debezium envelope where decode.envelope says one)"
+            )
+        if not fits_table(struct, table):
+            return (
+                f"the rows of writer schema {sid} do not fit the table as it is (a new column, another type, a "
+                "nullable field for a required column): Spark's path evolves the table"
+            )
+        if direct_writer(frame, text) is None:
+            return f"writer schema {sid} is named by a GUID, or has more than {MAX_UNIONS} unions"
+    return "no writer schema is known for its topics"
+
+
 def direct_avro(
     writers: Mapping[bytes, str], table: StructType, envelope: EnvelopeSpec | None = None
 ) -> DirectAvro | None:

@@ -32,7 +32,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.records import change_spec
-from icesink.batch.direct_avro import direct_avro, merged_rows
+from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
 from icesink.batch.direct_json import Item, connect_key, json_schema
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
 from icesink.batch.plan import TablePlan
@@ -88,20 +88,36 @@ def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem |
     return found
 
 
+def declined(ctx: BatchContext, plan: TablePlan, reason: str) -> DirectItem | None:
+    """None, once the reason the one-pass job leaves a table's records to Spark's decoder is said
+    (once per table and reason: the job runs for days; a table that keeps that reason is said once)."""
+    said = (str(plan.table), reason)
+    if said not in ctx.declines_said:
+        ctx.declines_said.add(said)
+        log.info("table %s: its records go through Spark's decoder: %s", plan.table, reason)
+    return None
+
+
 def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
     plan, _, planned = item
     config = ctx.config
     if plan.table not in targets.topic_routed:
-        return None
+        return declined(
+            ctx, plan, "it is routed by a record field (routing.rules); the one-pass job takes tables by topic"
+        )
     ok, key = key_side(ctx, planned)
     if not ok:
-        return None
+        return declined(ctx, plan, f"its record keys (decode.key_format {config.decode.key_format.value}) are not "
+                        "ones the one-pass job fills its key column with")  # fmt: skip
     settings = config.tables.settings_for(plan.table.name)
     if settings.flatten_separator or settings.case_insensitive:
-        return None
+        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for it")
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
         found = _json_item(ctx, targets, item, key, settings.is_cdc)
+        if found is None:
+            return declined(ctx, plan, "its columns, or its records' shape or keys, are not ones the one-pass JSON "
+                            "decoder takes (decode.direct_json in the README)")  # fmt: skip
     avro_keys = key is None or not key.connect  # JSON keys only beside Connect JSON values
     if (
         config.decode.format is ValueFormat.AVRO
@@ -110,7 +126,12 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
         and avro_keys
     ):
         found = _avro_item(ctx, item, key)
-        found = _with_changes(ctx, found) if found is not None and settings.is_cdc else found
+        if found is not None and settings.is_cdc:
+            found = _with_changes(ctx, found)
+            if found is None:
+                return declined(ctx, plan, "its changes are not ones the one-pass job applies (an operation column "
+                                "not a string, an order_by column not an integer, or the table's order bound "
+                                "not known)")  # fmt: skip
     return found
 
 
@@ -156,9 +177,10 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem
     if not isinstance(decoder, AvroDecoder):
         return None
     envelope = decoder.envelope  # the config's (decode/build.py), a Debezium one or none
+    plan = item[0]
     writers = decoder.writer_schemas(planned.values)
     if writers is None:
-        return None
+        return declined(ctx, plan, "a schema its topics' records name is not an Avro schema the registry has")
     schema: StructType | None
     if table is not None:
         schema = ctx.catalog.spark_schema(table)
@@ -173,7 +195,9 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem
     # the record key (a required column when it is the table's key).
     values = StructType([f for f in schema.fields if key is None or f.name != key.column])
     found = direct_avro(writers, values, envelope)
-    return DirectItem(item, found, schema, key=record) if found is not None else None
+    if found is None:
+        return declined(ctx, plan, avro_declined(writers, values, envelope))
+    return DirectItem(item, found, schema, key=record)
 
 
 def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:
