@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 from icesink.batch.avro_types import avro_type
 from icesink.batch.direct_avro import direct_avro, row_struct
 from icesink.kafka import wire
-from icesink.tasks.avro_maps import entries_for_maps
+from icesink.tasks.avro_maps import as_column, entries_for_maps
 from icesink.tasks.decode_avro import AvroRows
 from tests.support.baskets import AT, BASKET, FRAME, RECORDS, TABLE, framed
 
@@ -117,3 +117,18 @@ def test_a_record_whose_map_is_cut_short_is_declined() -> None:
     good = framed(RECORDS[0])
     assert rows([good, good[:-3]]) is None, "truncated inside meta.days"
     assert rows([good[:-1] + b"\x02"]) is None, "a block count where the days array ended"
+
+
+def test_entries_become_maps_from_sliced_arrays_with_nulls() -> None:
+    """A task's columns are often slices (one writer schema's records of a batch): offsets and
+    validity must stay aligned, for either list width the reader gives."""
+    entry = pa.struct([("key", pa.large_string()), ("value", pa.int64())])
+    target = pa.map_(pa.large_string(), pa.int64())
+    values = [[{"key": "a", "value": 1}], [], None, [{"key": "b", "value": 2}, {"key": "c", "value": 3}]]
+    for lists in (pa.array(values, pa.large_list(entry)), pa.array(values, pa.list_(entry))):
+        assert as_column(lists.slice(1), target).to_pylist() == [[], None, [("b", 2), ("c", 3)]]
+        assert as_column(lists.slice(2, 1), target).to_pylist() == [None]
+    nested = pa.array([[values[0]], None, [values[3], None]], pa.large_list(pa.large_list(entry)))
+    want = [None, [[("b", 2), ("c", 3)], None]]
+    assert as_column(nested.slice(1), pa.large_list(target)).to_pylist() == want
+    assert as_column(nested.slice(1), pa.list_(target)).to_pylist() == want

@@ -68,12 +68,15 @@ def as_column(array: Any, target: pa.DataType) -> pa.Array:
         children = [as_column(array.field(f.name), f.type) for f in target]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     if pa.types.is_map(target):
-        entries = array.cast(pa.list_(array.type.value_field))  # a map's offsets are int32
+        entries = _unsliced(array.cast(pa.list_(array.type.value_field)), mask)  # a map's offsets are int32
         keys = as_column(entries.values.field("key"), target.key_type)
         items = as_column(entries.values.field("value"), target.item_type)
         return pa.MapArray.from_arrays(entries.offsets, keys, items, type=target, mask=mask)
-    lists = array.cast(pa.list_(array.type.value_field) if pa.types.is_list(target) else array.type)
-    if lists.offset and mask is not None:  # from_arrays takes no validity beside sliced offsets
-        lists = pa.concat_arrays([lists])
+    lists = _unsliced(array.cast(pa.list_(array.type.value_field) if pa.types.is_list(target) else array.type), mask)
     kind = pa.ListArray if pa.types.is_list(target) else pa.LargeListArray
     return kind.from_arrays(lists.offsets, as_column(lists.values, target.value_type), type=target, mask=mask)
+
+
+def _unsliced(lists: pa.Array, mask: pa.Array | None) -> pa.Array:
+    """`lists` at offset 0 when it has nulls: from_arrays takes no validity beside sliced offsets."""
+    return pa.concat_arrays([lists]) if lists.offset and mask is not None else lists
