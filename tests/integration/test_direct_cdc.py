@@ -6,6 +6,7 @@ applied still become dead letters; a crash replays once."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import re
@@ -262,6 +263,64 @@ def test_debezium_json_without_schemas_in_one_pass_matches_sparks_path_and_a_rep
     assert count == len(state), "no key twice"
     assert state == oracle(changes + more), "each change applied once"
     assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+
+
+# SCHEMA with the time of each change, as a table ordered by a timestamp column (`updated_at`) has it.
+TIMED: dict[str, Any] = {
+    **SCHEMA,
+    "name": "TimedAccount",
+    "fields": [*SCHEMA["fields"], {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}],
+}
+AT0 = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+
+
+def timed_changes(topic: str, changes: list[Change], at: dt.datetime | None = None) -> list[tuple[bytes, bytes, int]]:
+    """`avro_changes` with each change's time: AT0 plus its seq in milliseconds, or `at`."""
+    items = [
+        {
+            "id": c.key,
+            "v": c.seq,
+            "name": f"k{c.key}-{c.seq}",
+            "op": c.op,
+            "at": at or AT0 + dt.timedelta(milliseconds=c.seq),
+        }
+        for c in changes
+    ]
+    values = avro_values(topic, TIMED, items)
+    return [(str(c.key).encode(), v, c.partition) for c, v in zip(changes, values, strict=True)]
+
+
+def test_changes_ordered_by_a_timestamp_in_one_pass_across_batches(spark: SparkSession, scenario: Scenario) -> None:
+    """`order_by` a timestamp column: each batch's changes against the table's greatest time (read
+    once as microseconds, then carried from the job's own commits), in one pass while none is older
+    (the same table as Spark's path's for integer order values: test_debezium.py); a change older
+    than the row the table holds for its key takes Spark's path, which drops it (the row does not
+    move back), and the next batch is one-pass again."""
+    topic = scenario.topic("timed")
+    create_topics(topic, partitions=1)
+    changes = list(random_changes(1_500, 200, 1, seed=61, tombstones=False))
+    produce_keyed(topic, timed_changes(topic, changes))
+
+    def run() -> list[BatchTimings]:
+        return run_job(spark, scenario, **{"kafka.max_offsets_per_trigger": 500, "tables.order_by": "at"})
+
+    table = scenario.table("timed")
+    assert ["direct" in t.steps and "decode" not in t.steps for t in run()] == [True] * 3, "batches 1, 2 by the bound"
+    state, count = table_state(spark, table)
+    assert count == len(state), "no key twice"
+    assert state == oracle(changes)
+
+    held = sorted(oracle(changes))[0]
+    stale = Change(held, "U", 99_999, 0)  # the newest v, at the oldest time: older than the table's row
+    produce_keyed(topic, timed_changes(topic, [stale], at=AT0 - dt.timedelta(days=1)))
+    assert ["decode" in t.steps for t in run()] == [True], "the stale change through Spark's path"
+    newer = [Change(c.key, c.op, c.seq + 10_000, 0) for c in random_changes(300, 200, 1, seed=62, tombstones=False)]
+    produce_keyed(topic, timed_changes(topic, newer))
+    assert ["direct" in t.steps and "decode" not in t.steps for t in run()] == [True], "one pass again"
+    state, count = table_state(spark, table)
+    assert count == len(state), "no key twice"
+    assert state == oracle(changes + newer), "the stale change dropped, every other applied once"
+    assert table_offsets(spark, table) == end_offsets(topic)
 
 
 VALUE_ONLY: dict[str, Any] = {**SCHEMA, "name": "Balance", "fields": [f for f in SCHEMA["fields"] if f["name"] != "id"]}

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.types import LongType, NestedField, StringType, TimestamptzType
 
 from icesink.iceberg import order_bound as ob
 from icesink.model import TableRef, WrittenFile
@@ -52,6 +52,21 @@ def test_a_file_without_its_footer_or_delete_files(tmp_path: Path) -> None:
     # Delete files hold keys, not rows: they never move the bound (and need no footer).
     deletes = WrittenFile("s3://b/d.parquet", 1, 10, content="deletes")
     assert ob.files_bound([*files, deletes], "lsn") == (True, 9)
+
+
+def test_a_timestamps_bound_is_its_microseconds(tmp_path: Path) -> None:
+    """As `order_bound` reads a table's (unix_micros of the metrics' upper bound): an exact integer
+    the tasks compare with the column's values, not a datetime of the Python process's zone."""
+    schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "at", TimestamptzType()))
+    task = local_task(tmp_path, schema_to_pyarrow(schema), 128 * 1024 * 1024)
+    at = [1_700_000_000_123_456, None, 1_700_000_000_123_457, -5]
+    rows = pa.RecordBatch.from_arrays(
+        [pa.array(range(4), pa.int64()), pa.array(at, pa.timestamp("us", "UTC"))], names=["id", "at"]
+    )
+    files = write_files(task, iter([rows]), partition_id=0)
+    assert ob.files_bound(files, "at") == (True, 1_700_000_000_123_457)
+    floor = ob.files_bound(files, "at")[1]
+    assert pa.scalar(floor, pa.timestamp("us", "UTC")).as_py().isoformat() == "2023-11-14T22:13:20.123457+00:00"
 
 
 class Counting(ob.OrderBounds):

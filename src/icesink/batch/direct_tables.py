@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import IntegerType, LongType, StringType, StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructType, TimestampType
 
 from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
@@ -130,8 +130,8 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
             found = _with_changes(ctx, found)
             if found is None:
                 return declined(ctx, plan, "its changes are not ones the one-pass job applies (an operation column "
-                                "not a string, an order_by column not an integer, or the table's order bound "
-                                "not known)")  # fmt: skip
+                                "not a string, an order_by column not an integer or a timestamp, or the table's "
+                                "order bound not known)")  # fmt: skip
     return found
 
 
@@ -226,8 +226,9 @@ def _change_spec(
     snapshot = table.currentSnapshot() if table is not None else None
     if not spec.order_by or settings.order_by_scope is not OrderScope.TABLE or snapshot is None:
         return spec, None
-    # Bounds of other types compare otherwise in Iceberg than in Arrow (strings) or shift (timestamps).
-    if not isinstance(schema[spec.order_by].dataType, IntegerType | LongType):
+    # Integers, and timestamps as their microseconds (iceberg/order_bound.py); strings' bounds
+    # compare otherwise in Iceberg (truncated, by UTF-8 bytes) than in Arrow.
+    if not isinstance(schema[spec.order_by].dataType, IntegerType | LongType | TimestampType):
         return None
     known, floor = ctx.order_bounds.get(plan.table, snapshot.snapshotId(), spec.order_by)
     return (spec, floor) if known else None

@@ -26,19 +26,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
 
 from icesink.model import TableRef, WrittenFile
 
 
 def order_bound(spark: SparkSession, table: str, snapshot_id: int, column: str) -> tuple[bool, Any]:
     """(whether the bound is known, the greatest value of `column` the data files of snapshot
-    `snapshot_id` of `table` (catalog.namespace.name) may hold: None when they hold none)."""
+    `snapshot_id` of `table` (catalog.namespace.name) may hold: None when they hold none). A
+    timestamp's bound is its microseconds since the epoch (`files_bound` says the same)."""
     files = spark.read.format("iceberg").option("versionAsOf", str(snapshot_id)).load(f"{table}.data_files")
     metrics = F.col("readable_metrics").getField(column)
     upper = metrics.getField("upper_bound")
     # No bound for the column and not all null: the file holds values nothing says the size of.
     unknown = upper.isNull() & (F.coalesce(metrics.getField("null_value_count"), F.lit(-1)) != F.col("record_count"))
-    row = files.agg(F.max(upper).alias("bound"), F.count_if(unknown).alias("unknown")).first()
+    greatest = F.max(upper)
+    if isinstance(files.select(upper).schema[0].dataType, TimestampType):
+        # Exact microseconds: a collected timestamp is a datetime of the Python process's zone.
+        greatest = F.unix_micros(greatest)
+    row = files.agg(greatest.alias("bound"), F.count_if(unknown).alias("unknown")).first()
     assert row is not None  # an aggregate has a row
     return row["unknown"] == 0, row["bound"]
 
@@ -54,14 +60,20 @@ def files_bound(files: Sequence[WrittenFile], column: str) -> tuple[bool, Any]:
         if not f.footer:
             return False, None
         metadata = pq.read_metadata(pa.BufferReader(f.footer))
-        index = metadata.schema.to_arrow_schema().get_field_index(column)
+        arrow = metadata.schema.to_arrow_schema()
+        index = arrow.get_field_index(column)
         if index < 0:  # a file without the column: every row's value is null
             continue
+        kind = arrow.field(index).type
+        if pa.types.is_timestamp(kind) and kind.unit != "us":
+            return False, None  # Iceberg's timestamps are microseconds; another writer's unit is not compared
         for g in range(metadata.num_row_groups):
             chunk = metadata.row_group(g).column(index)
             stats = chunk.statistics
             if stats is not None and stats.has_min_max:
-                bound = stats.max if bound is None else max(bound, stats.max)
+                # A timestamp's raw maximum: its microseconds, as `order_bound` gives them.
+                top = stats.max_raw if pa.types.is_timestamp(kind) else stats.max
+                bound = top if bound is None else max(bound, top)
             elif stats is None or not stats.has_null_count or stats.null_count != chunk.num_values:
                 return False, None
     return True, bound
