@@ -7,7 +7,7 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, produce
 from dev.kit.scenario import Scenario
-from icesink.iceberg.commit import PARQUET, parquet_read_options
+from icesink.iceberg.file_descriptions import PARQUET, parquet_read_options
 from icesink.iceberg.jvm import jvm
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.job.query import Job
