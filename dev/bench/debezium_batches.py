@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--schemas", choices=("on", "off"), default="on", help="the JsonConverter's schemas.enable (default on)"
     )
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="the jobs run (default both)")
 
 
 def _unwrapped(record: bytes) -> bytes:
@@ -88,11 +89,11 @@ def main(args: argparse.Namespace) -> None:
     topic = f"{tag}_events"
     _produce(topic, args.changes, args.schemas == "on")
     tmp = Path(tempfile.mkdtemp(prefix="icesink-bench-"))
-    spark = build_session(_config(tmp, topic, tag, SIDES[0], args.per_batch))
+    spark = build_session(_config(tmp, topic, tag, args.sides[0], args.per_batch))
     spark.sparkContext.setLogLevel("ERROR")
     kind = "Connect JSON" if args.schemas == "on" else "JSON (schemas off)"
     print(f"{args.changes:,} Debezium {kind} changes, {args.per_batch:,} a batch; medians of batches 3 on")
-    for side in SIDES:
+    for side in args.sides:
         seen: list[BatchTimings] = []
         job = Job(spark, _config(tmp, topic, tag, side, args.per_batch))
         job.handler.on_timings = seen.append

@@ -27,6 +27,13 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   builtin-json           the same sink on the JSON topic, after from_json with the records' fixed
                          schema (the types icesink infers for them)
   noop                   the Avro topic scanned into Spark's noop sink: the physical limit
+  kc-sink, kc-sink-days, kc-sink-json
+                         the Apache Iceberg Kafka Connect sink on the Avro topic (flat, and into a
+                         days(ts) table) and on the JSON topic: a standalone worker per run
+                         (kc_sink.py), from the connector's creation and from the worker's launch
+  icesink-avro-cold, icesink-avro-days-cold, icesink-json-cold
+                         icesink-avro, -avro-days and -json, each run in a process of its own with
+                         no warm-up: also from the process's start (the sink's counterpart)
   freshness              icesink at each --rates input rate with a 1 s and a 10 s processing-time
                          trigger: latency from each record's Kafka timestamp to the commit
                          timestamp of the snapshot that holds it (p50, p99)
@@ -68,6 +75,7 @@ from dev.bench import report as rep
 from dev.bench.measure import measure
 from dev.bench.spec import (
     CATCH_UP,
+    COLD,
     DECODE,
     FRESHNESS_RUNS,
     MEMORY_TRIGGER,
@@ -157,11 +165,23 @@ def load_topics(s: Bench) -> dict[str, float]:
 def catch_up(s: Bench) -> dict[str, Any]:
     out = {}
     for part, (kind, variant) in CATCH_UP.items():
-        if part in s.spec.parts:
-            w = WorkerSpec(kind=kind, variant=variant, topic=s.topics[variant], warm_topic=s.topics[f"warm_{variant}"],
-                           tables=TABLES.get(part, {}), decode=DECODE.get(part, {}), **s.base())  # fmt: skip
-            out[part] = rep.summarize_runs(part, measure(part, w.to_json(), s.log), s.spec.records)
+        if part not in s.spec.parts:
+            continue
+        w = WorkerSpec(kind=kind, variant=variant, topic=s.topics[variant], warm_topic=s.topics[f"warm_{variant}"],
+                       tables=TABLES.get(part, {}), decode=DECODE.get(part, {}), **s.base())  # fmt: skip
+        if part in COLD:  # a process per run, no warm-up
+            w = dataclasses.replace(w, warm_topic="", repeat=1, cold=True)
+            measured = merged([measure(f"{part} {i + 1}", w.to_json(), s.log) for i in range(s.spec.repeat)])
+        else:
+            measured = measure(part, w.to_json(), s.log)
+        out[part] = rep.summarize_runs(part, measured, s.spec.records)
     return out
+
+
+def merged(measured: list[dict[str, Any]]) -> dict[str, Any]:
+    """Runs measured in processes of their own as one measurement: every result, the highest peaks."""
+    peaks = ("peak_jvm_mb", "peak_workers_mb", "peak_mb")
+    return {"results": [r for m in measured for r in m["results"]], **{k: max(m[k] for m in measured) for k in peaks}}
 
 
 def freshness(s: Bench) -> list[dict[str, Any]]:

@@ -102,6 +102,11 @@ def summarize_runs(name: str, measured: dict[str, Any], records: int) -> dict[st
         "batches_per_run": statistics.median(n_batches(r) for r in runs),
         **efficiency(runs),
     }
+    # From the process's start (the Kafka Connect sink's worker launch; icesink's cold runs).
+    timed = [r for r in runs if r.get("process_seconds")]
+    if timed:
+        out["process_median"] = statistics.median(records / r["process_seconds"] for r in timed)
+        out["process_per_cpu_s"] = statistics.median(records / r["process_cpu"] for r in timed)
     batches = [b for r in runs for b in r["batches"]]
     if batches:
         out["breakdown"] = breakdown(batches)
@@ -170,6 +175,15 @@ RATIOS = (
     ("icesink-debezium", "icesink-avro", "debezium_vs_avro"),
     ("icesink-debezium-json", "icesink-avro", "debezium_vs_avro"),
     ("icesink-avro", "seed000", None),
+    ("icesink-avro", "kc-sink", "append_vs_kc_sink"),
+    ("icesink-avro-days", "kc-sink-days", "append_vs_kc_sink"),
+    ("icesink-json", "kc-sink-json", "append_vs_kc_sink"),
+)
+# icesink's appends and the Kafka Connect sink on the same topic: (icesink part, its cold part, the sink's part)
+KC_PAIRS = (
+    ("icesink-avro", "icesink-avro-cold", "kc-sink"),
+    ("icesink-avro-days", "icesink-avro-days-cold", "kc-sink-days"),
+    ("icesink-json", "icesink-json-cold", "kc-sink-json"),
 )
 
 
@@ -199,6 +213,12 @@ LABELS = {
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",
     "noop": "Kafka scan into Spark's noop sink (the limit)",
+    "icesink-avro-cold": "icesink-avro, one run per process (from the process's start)",
+    "icesink-avro-days-cold": "icesink-avro-days, one run per process (from the process's start)",
+    "icesink-json-cold": "icesink-json, one run per process (from the process's start)",
+    "kc-sink": "Apache Iceberg Kafka Connect sink 1.11.0, Avro (Apicurio's converter), append",
+    "kc-sink-days": "Apache Iceberg Kafka Connect sink 1.11.0, Avro, append, days(ts)",
+    "kc-sink-json": "Apache Iceberg Kafka Connect sink 1.11.0, JSON (schemas off), append",
 }
 FRESHNESS_LABELS = {"icesink": "icesink", "builtin": "Spark's Iceberg sink"}
 
@@ -238,6 +258,7 @@ def throughput_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]
         cpu_row,
         ratio_verdict("CDC: icesink-cdc / icesink-avro", thr, "icesink-cdc", "icesink-avro", t["cdc_vs_avro"]),
         *shape_verdicts(thr, t),
+        *kc_sink_verdicts(thr, t),
         bytes_verdict(thr, t["bytes_per_record_vs_builtin"]),
     ]  # fmt: skip
 
@@ -259,6 +280,32 @@ def shape_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
     return [
         ratio_verdict(name, thr, part, "icesink-avro", t.get(key, 0.0)) for name, part, key in shapes if part in thr
     ]
+
+
+def kc_sink_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
+    """icesink's appends against the Kafka Connect sink on the same topic (reported when the sink ran):
+    records/s and records per CPU-second from the query's start (the sink: from the connector's
+    creation), and from the process's start (icesink's cold part; the sink: from its worker's launch)."""
+    out: list[Verdict] = []
+    for part, cold, sink in KC_PAIRS:
+        if sink not in thr:
+            continue
+        want, per_cpu = t.get("append_vs_kc_sink", 1.5), t.get("append_per_cpu_vs_kc_sink", 1.0)
+        out.append(ratio_verdict(f"{part} / {sink}, records/s from query start", thr, part, sink, want))
+        rows = [
+            (f"{part} / {sink}, records per CPU-second from query start", part, "per_cpu_s", per_cpu),
+            (f"{part} / {sink}, records/s from process start", cold, "process_median", per_cpu),
+            (f"{part} / {sink}, records per CPU-second from process start", cold, "process_per_cpu_s", per_cpu),
+        ]
+        for name, mine, key, wanted in rows:
+            theirs = thr[sink].get("per_cpu_s" if key == "per_cpu_s" else key)
+            ours = thr.get(mine, {}).get(key)
+            if ours is None or theirs is None:
+                out.append((name, NONE, f">= {wanted}x", NOT_MEASURED))
+                continue
+            got = f"{ours / theirs:.2f}x ({ours:,.0f} / {theirs:,.0f})"
+            out.append((name, got, f">= {wanted}x", judged(ours / theirs >= wanted)))
+    return out
 
 
 def bytes_verdict(thr: dict[str, Any], factor: float) -> Verdict:

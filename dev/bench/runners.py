@@ -109,11 +109,19 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
             raise SystemExit(f"icesink run failed: {job.handler.failure}")
         if warm:
             continue
+        cold = process_figures() if spec.cold else {}  # before the reads below
         table = f"{CATALOG}.{ns}.{topic}"
         rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
-        emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, rows=rows, batches=batches,
+        emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, rows=rows, batches=batches, **cold,
              n_batches=len(batches), spark_jobs=totals(batches, "spark_jobs"),
              catalog_requests=totals(batches, "catalog_requests"), table=table, **written(spark, table))  # fmt: skip
+
+
+def process_figures() -> dict[str, float]:
+    """Seconds and CPU-seconds of this worker's process tree from its start (its SparkSession's too)."""
+    import psutil
+
+    return {"process_seconds": time.time() - psutil.Process().create_time(), "process_cpu": tree_cpu()}
 
 
 def run_small(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
@@ -178,8 +186,14 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
 
 
 def worker(spec: WorkerSpec) -> None:
-    """One measurement in this process's own SparkSession (so its peak memory is its own)."""
+    """One measurement in this process's own SparkSession (so its peak memory is its own); the
+    Kafka Connect sink's in its own worker JVM (no Spark)."""
     from dev.bench import baselines
+    from dev.bench.kc_sink import run_kc_sink
+
+    if spec.kind == "kc-sink":
+        run_kc_sink(spec)
+        return
 
     runs = {
         "icesink": run_icesink,

@@ -15,11 +15,12 @@ from typing import Any, Literal
 PARTS = (
     "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-avro-nested",
     "icesink-avro-nested-jvm", "icesink-cdc-bucket", "icesink-json-upsert", "icesink-debezium",
-    "icesink-debezium-json", "seed000", "builtin", "builtin-json", "noop",
+    "icesink-debezium-json", "seed000", "builtin", "builtin-json", "noop", "kc-sink", "kc-sink-days",
+    "kc-sink-json", "icesink-avro-cold", "icesink-avro-days-cold", "icesink-json-cold",
     "freshness", "builtin-freshness", "small", "memory", "sweep",
 )  # fmt: skip
 
-Kind = Literal["icesink", "seed000", "builtin", "noop", "freshness", "builtin-freshness", "small"]
+Kind = Literal["icesink", "seed000", "builtin", "noop", "kc-sink", "freshness", "builtin-freshness", "small"]
 Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json", "avro-nested"]
 
 # part -> (how it runs, which topic it reads)
@@ -38,16 +39,30 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
     "noop": ("noop", "avro"),
+    # icesink's appends again, each run in a process of its own with no warm-up (`COLD`).
+    "icesink-avro-cold": ("icesink", "avro"),
+    "icesink-avro-days-cold": ("icesink", "avro"),
+    "icesink-json-cold": ("icesink", "json"),
+    # The Apache Iceberg Kafka Connect sink (kc_sink.py) on the same topics.
+    "kc-sink": ("kc-sink", "avro"),
+    "kc-sink-days": ("kc-sink", "avro"),
+    "kc-sink-json": ("kc-sink", "json"),
 }
 
 # Parts of issue 36's table shapes: the same records as their plain part, into tables set up so.
 TABLES: dict[str, dict[str, Any]] = {
     "icesink-avro-days": {"partition_by": ["days(ts)"]},
+    "kc-sink-days": {"partition_by": ["days(ts)"]},
     "icesink-cdc-bucket": {"partition_by": ["bucket(16, id)"]},
     "icesink-json-upsert": {"mode": "upsert", "key_columns": ["id"]},
     "icesink-debezium": {"partition_by": ["bucket(16, id)"]},
     "icesink-debezium-json": {"partition_by": ["bucket(16, id)"]},
+    "icesink-avro-days-cold": {"partition_by": ["days(ts)"]},
 }
+
+# Parts measured from the process's start, as a user's `spark-submit` runs: each run a worker of its
+# own, no warm-up run (the Kafka Connect sink's are always so: kc_sink.py).
+COLD = frozenset({"icesink-avro-cold", "icesink-avro-days-cold", "icesink-json-cold"})
 
 # Parts that run icesink with other decode settings: the same records through Spark's decoder.
 DECODE: dict[str, dict[str, Any]] = {"icesink-avro-nested-jvm": {"direct_avro": False}}
@@ -84,6 +99,9 @@ class Targets:
     partitioned_cdc_vs_avro: float = 0.7  # icesink-cdc-bucket / icesink-avro records/s (issue 36)
     json_upsert_vs_avro: float = 0.7  # icesink-json-upsert / icesink-avro records/s (issue 36)
     debezium_vs_avro: float = 0.7  # icesink-debezium / icesink-avro records/s (issue 36)
+    # Appends (flat, days(ts), JSON) against the Kafka Connect sink on the same topic (issue 36):
+    append_vs_kc_sink: float = 1.5  # records/s from the query's start / from the connector's creation
+    append_per_cpu_vs_kc_sink: float = 1.0  # records per CPU-second, the same spans
     bytes_per_record_vs_builtin: float = 1.0  # icesink-avro's data-file bytes per record / builtin's
     freshness_interval_s: int = 1  # the freshness targets' trigger
     freshness_rate: int = 5_000  # and input records/s
@@ -122,7 +140,8 @@ class RunSpec:
     def variants(self) -> list[Variant]:
         """The topics to pre-load: Avro always (the sweep and the baselines read it)."""
         out: list[Variant] = ["avro"]
-        out += ["json"] if {"icesink-json", "builtin-json", "icesink-json-upsert"} & set(self.parts) else []
+        json_parts = {"icesink-json", "builtin-json", "icesink-json-upsert", "kc-sink-json", "icesink-json-cold"}
+        out += ["json"] if json_parts & set(self.parts) else []
         out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
         out += ["debezium"] if "icesink-debezium" in self.parts else []
         out += ["debezium-json"] if "icesink-debezium-json" in self.parts else []
@@ -149,6 +168,7 @@ class WorkerSpec:
     interval: int = 0  # freshness: trigger seconds
     rate: int = 0  # freshness: records/s produced
     seconds: int = 0  # freshness: seconds of steady input
+    cold: bool = False  # a run that also reports its seconds and CPU from the process's start (`COLD`)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
