@@ -5,6 +5,7 @@ tasks/decode_connect.py): an existing table's own, a new table's from a sample o
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from pyspark.sql import DataFrame
@@ -19,7 +20,11 @@ from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import Planned
 from icesink.config import IncompatiblePolicy
 from icesink.iceberg.jvm import JavaObject
+from icesink.kafka import reader
 from icesink.model import PartitionRange
+from icesink.schema import json_inference
+
+log = logging.getLogger(__name__)
 
 Item = tuple[TablePlan, JavaObject | None, Planned]
 
@@ -42,28 +47,45 @@ def json_schema(
     schemas: the row of the envelope it infers) or the rows of its Connect schemas.
     Until the job has met Connect schemas, or a sample without them, a sample says which the
     records are (a new table's: once it is not plain JSON)."""
-    table = item[1]
-    sample = None
-    if table is None or (decoder.connect is None and decoder.envelope is not None):
-        records = (SAMPLE_RECORDS if decoder.envelope is None else CONNECT_SAMPLE) if table is None else KNOWN_SAMPLE
-        sample = _sample(ctx, targets, item, records)
-    if sample is not None and decoder.connect is not True and decoder.envelope is None:
+    if item[1] is None:
+        return _new_table_schema(ctx, targets, item, key, decoder)
+    return _table_schema(ctx, targets, item, key, decoder)
+
+
+def _new_table_schema(
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
+) -> tuple[StructType | None, bool]:  # fmt: skip
+    plain = decoder.envelope is None
+    if plain and decoder.connect is not True:
+        inferred = _inferred_here(ctx, targets, item)
+        columns = decoder.plain_columns(inferred, nested=True) if inferred is not None else None
+        if columns is not None:
+            return with_key_column(columns, key), False
+    sample = _sample(ctx, targets, item, SAMPLE_RECORDS if plain else CONNECT_SAMPLE)
+    if plain and decoder.connect is not True:
         columns = decoder.plain_columns(sample, nested=True)  # None too for Connect JSON
         if columns is not None or decoder.connect is False:
             return with_key_column(columns, key), False
-    if sample is not None and decoder.connect is not False:
+    if decoder.connect is not False:
         row = decoder.connect_rows(sample)
         if decoder.connect:
-            return ctx.catalog.spark_schema(table) if table is not None else with_key_column(row, key), True
+            return with_key_column(row, key), True
+    if not plain and decoder.connect is False:  # change events without Connect schemas
+        return with_key_column(decoder.envelope_row(sample), key), False
+    return None, False  # Spark's path
+
+
+def _table_schema(
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
+) -> tuple[StructType | None, bool]:  # fmt: skip
+    table = item[1]
+    if decoder.connect is None and decoder.envelope is not None:
+        decoder.connect_rows(_sample(ctx, targets, item, KNOWN_SAMPLE))  # says whether they are Connect JSON
     if decoder.connect:
         return ctx.catalog.spark_schema(table), True
-    if table is None and sample is not None and decoder.envelope is not None and decoder.connect is False:
-        row = decoder.envelope_row(sample)  # change events without Connect schemas, a new table
-        return with_key_column(row, key), False
-    if table is None or (decoder.envelope is not None and decoder.connect is not False):
-        return None, False  # a new table of plain JSON, or records not known to be plain: Spark's path
-    if decoder.envelope is not None:  # change events without Connect schemas: the table's own columns
-        return ctx.catalog.spark_schema(table), False
+    if decoder.envelope is not None:
+        # Change events without Connect schemas: the table's own columns; not known yet: Spark's path.
+        return (ctx.catalog.spark_schema(table) if decoder.connect is False else None), False
     return _plain_schema(ctx, item, key, decoder), False
 
 
@@ -114,10 +136,29 @@ def _sample(ctx: BatchContext, targets: Targets, item: Item, records: int) -> Da
     direct decoders take a record only when it is a row of exactly a new table's columns, so a
     batch its sample does not represent (a key, a wider type, another schema only further on) is
     declined and goes Spark's way: the table comes out as it would have."""
+    return read_ranges(targets.batch.sparkSession, ctx.config, _sample_ranges(targets, item, records))
+
+
+def _sample_ranges(targets: Targets, item: Item, records: int) -> list[PartitionRange]:
     plan = item[0]
-    sample = [
+    return [
         PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
         for r in own_ranges(plan, targets.ranges[plan.table])
         for last in [min(r.last_offset, r.first_offset + records - 1)]
     ]
-    return read_ranges(targets.batch.sparkSession, ctx.config, sample)
+
+
+def _inferred_here(ctx: BatchContext, targets: Targets, item: Item) -> StructType | None:
+    """A new plain JSON table's columns as Spark would infer them from the same sample, read by
+    librdkafka and inferred in this process (schema/json_inference.py): no Spark job. None where
+    that inference is not sure (Spark's sample job says) or librdkafka cannot read the sample."""
+    if ctx.librdkafka is None:
+        return None
+    values: list[bytes | None] = []
+    try:
+        for batch in reader.RangeReader(ctx.librdkafka).batches(_sample_ranges(targets, item, SAMPLE_RECORDS)):
+            values += batch.column("value").to_pylist()
+    except reader.RangeReadError as e:
+        log.info("table %s: its sample is read through Spark's source: %s", item[0].table, e)
+        return None
+    return json_inference.inferred(values)

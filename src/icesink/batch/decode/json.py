@@ -116,13 +116,17 @@ class JsonDecoder:
         """Whether the records are plain JSON, as far as the job has seen: no envelope, no Connect schemas."""
         return self._envelope is None and not self._connect_seen
 
-    def plain_columns(self, records: DataFrame, nested: bool = False) -> StructType | None:
-        """The columns Spark infers from `records` (a sample of a new table's), when they are plain
-        JSON that could be parsed with them in one pass (as `guess` asks of a table's shape; with
-        `nested`, structs and arrays of them too: the one-pass decoder's own check)."""
+    def plain_columns(self, records: DataFrame | StructType, nested: bool = False) -> StructType | None:
+        """The columns Spark infers from `records` (a sample of a new table's, or the columns
+        inferred from one as Spark would: schema/json_inference.py), when they are plain JSON that
+        could be parsed with them in one pass (as `guess` asks of a table's shape; with `nested`,
+        structs and arrays of them too: the one-pass decoder's own check)."""
         if not self.plain:
             return None
-        inferred = self._infer(records.where(F.col(self._src.column).isNotNull()))
+        if isinstance(records, StructType):
+            inferred = records
+        else:
+            inferred = self._infer(records.where(F.col(self._src.column).isNotNull()))
         if _looks_like_connect(inferred):
             return None
         if nested:
