@@ -112,7 +112,7 @@ def main(argv: list[str]) -> None:
         from dev.bench.workloads import produce_steady
 
         spec = WorkerSpec.from_json(args.spec)
-        produce_steady(spec.topic, spec.rate, spec.seconds)
+        produce_steady(spec.topic, spec.rate, spec.seconds, spec.variant)
 
 
 if __name__ == "__main__":

@@ -188,12 +188,14 @@ def freshness(s: Bench) -> list[dict[str, Any]]:
     """icesink's and Spark's sink's freshness runs, alternating, at each input rate."""
     out = []
     for rate in s.spec.rates:
-        for part, kind, interval in FRESHNESS_RUNS:
+        for part, kind, interval, variant in FRESHNESS_RUNS:
             if part not in s.spec.parts:
                 continue
-            topic = s.topic(f"fresh_{kind.replace('-', '_')}_{interval}_{rate}")
-            w = WorkerSpec(kind=kind, topic=topic, interval=interval, rate=rate, seconds=s.spec.seconds, **s.base())
+            topic = s.topic(f"fresh_{part.replace('-', '_')}_{interval}_{rate}")
+            w = WorkerSpec(kind=kind, topic=topic, interval=interval, rate=rate, seconds=s.spec.seconds,
+                           variant=variant, tables=TABLES.get(part, {}), **s.base())  # fmt: skip
             approach = "builtin" if kind == "builtin-freshness" else "icesink"
+            approach += "-debezium" if variant == "debezium" else ""
             measured = measure(f"{part} {interval} s at {rate:,}/s", w.to_json(), s.log)
             f = rep.summarize_freshness(measured, interval, rate, approach)
             print(f"    {approach}, trigger {interval} s: p50 {f['p50']:.2f} s, p99 {f['p99']:.2f} s over "

@@ -30,12 +30,14 @@ WARM_UP_RECORDS = 1_000
 WARM_FIRST_ID = 10**9
 
 
-def warm_up(topic: str, committed: Callable[[dict[TopicPartition, int]], bool]) -> dict[int, int]:
+def warm_up(
+    topic: str, committed: Callable[[dict[TopicPartition, int]], bool], variant: str = "avro"
+) -> dict[int, int]:
     """Produces the warm-up records and waits until `committed` (given the topic's end offsets)
     says the query holds them; returns the first offset of the steady input per partition."""
     from dev.bench.workloads import load
 
-    load(topic, "avro", WARM_UP_RECORDS, first=WARM_FIRST_ID)
+    load(topic, variant, WARM_UP_RECORDS, first=WARM_FIRST_ID)
     ends = end_offsets(topic)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:

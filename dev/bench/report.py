@@ -220,7 +220,11 @@ LABELS = {
     "kc-sink-days": "Apache Iceberg Kafka Connect sink 1.11.0, Avro, append, days(ts)",
     "kc-sink-json": "Apache Iceberg Kafka Connect sink 1.11.0, JSON (schemas off), append",
 }
-FRESHNESS_LABELS = {"icesink": "icesink", "builtin": "Spark's Iceberg sink"}
+FRESHNESS_LABELS = {
+    "icesink": "icesink",
+    "builtin": "Spark's Iceberg sink",
+    "icesink-debezium": "icesink, Debezium Avro changes (changes/s), changelog, bucket(16, id)",
+}
 
 
 def targets_of(report: dict[str, Any]) -> dict[str, Any]:
@@ -333,6 +337,11 @@ def freshness_verdicts(fresh: list[dict[str, Any]], t: dict[str, Any]) -> list[V
         wanted = f"<= {t[key]} s"
         seconds, status = (f"{ice[q]:.2f} s", judged(ice[q] <= t[key])) if ice else (NONE, NOT_MEASURED)
         out.append((f"freshness {q} {where}", seconds, wanted, status))
+    debezium = find_freshness(fresh, "icesink-debezium", interval, rate)
+    limit = t.get("debezium_freshness_p50_s", 1.5)
+    got = (f"{debezium['p50']:.2f} s", judged(debezium["p50"] <= limit)) if debezium else (NONE, NOT_MEASURED)
+    name = f"freshness p50 at a {interval} s trigger, {rate:,} Debezium changes/s"
+    out.append((name, got[0], f"<= {limit} s", got[1]))
     name, wanted = f"freshness {where}: icesink vs Spark's sink (p50, p99)", "no worse than Spark's sink"
     if ice and spark:
         both = f"{ice['p50']:.2f} / {ice['p99']:.2f} s vs {spark['p50']:.2f} / {spark['p99']:.2f} s"

@@ -158,7 +158,8 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
     logging.basicConfig(level=logging.WARNING)
     ns = f"{spec.tag}_fresh_{uuid.uuid4().hex[:6]}"
     trigger = {"mode": "processing-time", "interval": f"{spec.interval} seconds"}
-    cfg = icesink_config(tmp, spec.topic, ns, "avro", 0, trigger=trigger, kafka={"max_offsets_per_trigger": None})
+    cfg = icesink_config(tmp, spec.topic, ns, spec.variant, 0, trigger=trigger, kafka={"max_offsets_per_trigger": None},
+                         tables=spec.tables)  # fmt: skip
     job = Job(spark, cfg)
     batches: list[dict[str, Any]] = []
     job.handler.on_timings = collector(batches)
@@ -170,7 +171,7 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         got = codec.from_summary(rows[0].summary) if rows else None
         return got is not None and all(got.get(tp, 0) >= end for tp, end in ends.items())
 
-    since = warm_up(spec.topic, holds)
+    since = warm_up(spec.topic, holds, spec.variant)
     batches.clear()  # the warm-up's
     warm_triggers = len(query.recentProgress)
     ends = steady_input(spec)

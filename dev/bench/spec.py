@@ -17,7 +17,7 @@ PARTS = (
     "icesink-avro-nested-jvm", "icesink-cdc-bucket", "icesink-json-upsert", "icesink-debezium",
     "icesink-debezium-json", "seed000", "builtin", "builtin-json", "noop", "kc-sink", "kc-sink-days",
     "kc-sink-json", "icesink-avro-cold", "icesink-avro-days-cold", "icesink-json-cold",
-    "freshness", "builtin-freshness", "small", "memory", "sweep",
+    "freshness", "builtin-freshness", "freshness-debezium", "small", "memory", "sweep",
 )  # fmt: skip
 
 Kind = Literal["icesink", "seed000", "builtin", "noop", "kc-sink", "freshness", "builtin-freshness", "small"]
@@ -58,6 +58,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "icesink-debezium": {"partition_by": ["bucket(16, id)"]},
     "icesink-debezium-json": {"partition_by": ["bucket(16, id)"]},
     "icesink-avro-days-cold": {"partition_by": ["days(ts)"]},
+    "freshness-debezium": {"partition_by": ["bucket(16, id)"]},
 }
 
 # Parts measured from the process's start, as a user's `spark-submit` runs: each run a worker of its
@@ -67,12 +68,15 @@ COLD = frozenset({"icesink-avro-cold", "icesink-avro-days-cold", "icesink-json-c
 # Parts that run icesink with other decode settings: the same records through Spark's decoder.
 DECODE: dict[str, dict[str, Any]] = {"icesink-avro-nested-jvm": {"direct_avro": False}}
 
-# The freshness runs at each input rate: (part, how it runs, trigger seconds). icesink and Spark's
-# sink alternate at the 1 s trigger so that both see the same machine.
-FRESHNESS_RUNS: tuple[tuple[str, Kind, int], ...] = (
-    ("freshness", "freshness", 1),
-    ("builtin-freshness", "builtin-freshness", 1),
-    ("freshness", "freshness", 10),
+# The freshness runs at each input rate: (part, how it runs, trigger seconds, the records). icesink
+# and Spark's sink alternate at the 1 s trigger so that both see the same machine. Debezium: the
+# change events of icesink-debezium (Avro keys, envelopes, a tombstone after each delete) at the
+# rate in changes/s, into its changelog table by bucket(16, id) (issue 36).
+FRESHNESS_RUNS: tuple[tuple[str, Kind, int, Variant], ...] = (
+    ("freshness", "freshness", 1, "avro"),
+    ("builtin-freshness", "builtin-freshness", 1, "avro"),
+    ("freshness-debezium", "freshness", 1, "debezium"),
+    ("freshness", "freshness", 10, "avro"),
 )
 
 # What icesink's batch timings count besides the seconds of each step (see runners.collector).
@@ -107,6 +111,7 @@ class Targets:
     freshness_rate: int = 5_000  # and input records/s
     freshness_p50_s: float = 3.0
     freshness_p99_s: float = 6.0
+    debezium_freshness_p50_s: float = 1.5  # freshness-debezium at the freshness trigger and rate (issue 36)
     small_batch_s: float = 1.0  # a SMALL_TRIGGER-record batch, end to end (median)
     empty_batch_s: float = 0.2  # the batch handler on an empty micro-batch (median)
 

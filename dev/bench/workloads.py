@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import random
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from io import BytesIO
 from typing import Any
@@ -284,20 +285,47 @@ def load(topic: str, variant: str, n: int, first: int = 0) -> float:
     return size / max(n, 1)
 
 
-def produce_steady(topic: str, rate: int, seconds: int) -> None:
+# The steady Debezium input's keys, apart from the warm-up's (cdc_changes counts from 0 for both).
+STEADY_FIRST_KEY = 10**6
+
+
+def _event_sender(p: Any, topic: str) -> Callable[[int], None]:
+    writer = AvroWriter(topic, SCHEMA)
+    return lambda i: send(p, topic, writer(event(i)), None, i % 2)
+
+
+def _debezium_sender(p: Any, topic: str, n: int) -> Callable[[int], None]:
+    values = AvroWriter(topic, DEBEZIUM_ENVELOPE, debezium_event(0, 0, "I"))
+    keys = AvroWriter(topic, DEBEZIUM_KEY, {"id": 0}, key=True)
+    changes = cdc_changes(n, seed=11)
+
+    def send_one(i: int) -> None:
+        key, op = changes[i]
+        key += STEADY_FIRST_KEY
+        k = keys({"id": key})
+        send(p, topic, values(debezium_event(i, key, op)), k, key % 2)
+        if op == "D":
+            send(p, topic, None, k, key % 2)
+
+    return send_one
+
+
+def produce_steady(topic: str, rate: int, seconds: int, variant: str = "avro") -> None:
     """`rate` records/s for `seconds`, in 10 ms slices. Slices as long as 100 ms made a freshness
     run's median depend on where they fell against the trigger's ticks (the same for the whole
     run, different from one run to the next): up to 0.1 s of noise between runs of either sink.
-    The producer lingers 5 ms, not the bulk loads' 50, for the same reason."""
+    The producer lingers 5 ms, not the bulk loads' 50, for the same reason. `debezium`: `rate`
+    change events/s (`load_debezium`'s, with a tombstone after each delete), keys apart from the
+    warm-up's."""
     p = producer(linger_ms=5)
-    writer = AvroWriter(topic, SCHEMA)
+    send_one = _debezium_sender(p, topic, seconds * rate) if variant == "debezium" else _event_sender(p, topic)
     slices = 100  # a second's
     started = time.monotonic()
     i = 0
     for s in range(int(seconds * slices)):
         # Whole records per slice that add up to `rate` a second.
         for _ in range((s + 1) * rate // slices - s * rate // slices):
-            send(p, topic, writer(event(i)), None, i % 2)
+            send_one(i)
             i += 1
         p.poll(0)
         wait = started + (s + 1) / slices - time.monotonic()
