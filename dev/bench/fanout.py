@@ -45,11 +45,14 @@ def produce_round(topics: list[str], per_topic: int, start: int) -> None:
     assert producer.flush(120) == 0, "records not delivered"
 
 
+CATALOG_PROPERTIES: dict[str, str] = {}  # --catalog-property
+
+
 def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None) -> Config:
     raw: dict[str, Any] = {
         "job": {"name": f"fanout-{tag}", "checkpoint_location": str(checkpoint), "trigger": {"mode": "available-now"}},
         "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": pattern},
-        "catalog": {"name": "icesink", "uri": CATALOG_URI},
+        "catalog": {"name": "icesink", "uri": CATALOG_URI, "properties": dict(CATALOG_PROPERTIES)},
         "s3": {"endpoint": S3_ENDPOINT},
         "tables": {"namespace": f"bench_{tag}"},
         "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
@@ -90,8 +93,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50, help="records per topic per batch")
     parser.add_argument("--repeat", type=int, default=3, help="measured batches per side (median)")
     parser.add_argument("--parallelism", default="", help="job.table_parallelism values, comma-separated")
+    parser.add_argument(
+        "--catalog-property", action="append", default=[], metavar="KEY=VALUE",
+        help="a catalog.properties entry for both sides (repeatable), e.g. rest-metrics-reporting-enabled=false",
+    )  # fmt: skip
     args = parser.parse_args()
     from icesink.job.session import build_session
+
+    CATALOG_PROPERTIES.update(kv.split("=", 1) for kv in args.catalog_property)
 
     levels: list[int | None] = [int(x) for x in args.parallelism.split(",") if x] or [None]
     tag = uuid.uuid4().hex[:6]
