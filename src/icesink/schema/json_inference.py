@@ -1,7 +1,7 @@
 """The columns Spark's JSON inference (`JsonInferSchema`, with the options the job reads JSON with:
 PERMISSIVE, `dropFieldIfAllNull`) finds in a sample of records, computed in Python: a new JSON
 table's first batch needs them before anything is written, and a Spark job reading and inferring
-the sample cost the demo's cold first batch 4.3 of its 13 seconds.
+the sample was most of that batch's planning (the demo's first batch: 1.6 of its 4.5 s).
 
 Only samples whose inference is beyond doubt are inferred here: every record a JSON object that
 Python's parser takes (stricter than Jackson's with Spark's options: no single quotes, NaN, leading
@@ -20,7 +20,7 @@ The rules kept, as Spark has them:
 - with `dropFieldIfAllNull`, a field that is null in every record (or an empty array, or a struct of
   such fields only) is no column.
 
-Pure: no Spark session. Pinned against Spark's own inference in tests/integration/test_json_inference.py.
+Pure: no Spark session. Pinned against Spark's own inference in tests/spark/test_json_inference.py.
 """
 
 from __future__ import annotations
