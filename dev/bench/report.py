@@ -294,21 +294,20 @@ def kc_sink_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
     for part, cold, sink in KC_PAIRS:
         if sink not in thr:
             continue
-        want, per_cpu = t.get("append_vs_kc_sink", 1.5), t.get("append_per_cpu_vs_kc_sink", 1.0)
+        want, parity = t.get("append_vs_kc_sink", 1.5), t.get("append_per_cpu_vs_kc_sink", 1.0)
         out.append(ratio_verdict(f"{part} / {sink}, records/s from query start", thr, part, sink, want))
         rows = [
-            (f"{part} / {sink}, records per CPU-second from query start", part, "per_cpu_s", per_cpu),
-            (f"{part} / {sink}, records/s from process start", cold, "process_median", per_cpu),
-            (f"{part} / {sink}, records per CPU-second from process start", cold, "process_per_cpu_s", per_cpu),
+            (f"{part} / {sink}, records per CPU-second from query start", part, "per_cpu_s"),
+            (f"{part} / {sink}, records/s from process start", cold, "process_median"),
+            (f"{part} / {sink}, records per CPU-second from process start", cold, "process_per_cpu_s"),
         ]
-        for name, mine, key, wanted in rows:
-            theirs = thr[sink].get("per_cpu_s" if key == "per_cpu_s" else key)
-            ours = thr.get(mine, {}).get(key)
+        for name, mine, key in rows:
+            theirs, ours = thr[sink].get(key), thr.get(mine, {}).get(key)
             if ours is None or theirs is None:
-                out.append((name, NONE, f">= {wanted}x", NOT_MEASURED))
+                out.append((name, NONE, f">= {parity}x", NOT_MEASURED))
                 continue
             got = f"{ours / theirs:.2f}x ({ours:,.0f} / {theirs:,.0f})"
-            out.append((name, got, f">= {wanted}x", judged(ours / theirs >= wanted)))
+            out.append((name, got, f">= {parity}x", judged(ours / theirs >= parity)))
     return out
 
 
