@@ -181,7 +181,7 @@ def one_run(spec: WorkerSpec, classpath: str, plugins: str, folder: Path) -> dic
                 break
             except (urllib.error.URLError, ConnectionError):
                 if proc.poll() is not None or time.perf_counter() > deadline:
-                    raise SystemExit(f"the Connect worker did not start; see {folder / 'worker.log'}") from None
+                    raise SystemExit("the Connect worker did not start (its log follows)") from None
                 time.sleep(0.1)
         cpu_at_start = process_cpu(proc.pid)
         created = time.perf_counter()
