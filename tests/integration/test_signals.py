@@ -5,6 +5,7 @@ and the next run adds nothing twice. Run as users run it: `icesink run`, and und
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -26,6 +27,18 @@ pytestmark = pytest.mark.slow
 
 STREAMING = {"job.trigger": {"mode": "processing-time", "interval": "1 second"}}
 NO_TRACE = ("Traceback", "Exception while sending command", "Py4JError")
+# PySpark 4.1's worker daemon (spark.python.daemon.killWorkerOnFlushFailure, on by default) lets an
+# idle Python worker raise when the JVM, stopping after the job has ended, closes its socket while
+# the worker flushes: PySpark's own teardown, not icesink's stop (seen once in three CI runs).
+DAEMON_TEARDOWN = re.compile(
+    r"Traceback \(most recent call last\):\n(?:  File \"[^\"]*pyspark/daemon\.py\", line \d+, in \w+\n)+"
+    r"BrokenPipeError: \[Errno 32\] Broken pipe\n?"
+)
+
+
+def traced(out: str) -> bool:
+    """Whether the job's output holds a trace, PySpark's daemon teardown above left aside."""
+    return any(t in DAEMON_TEARDOWN.sub("", out) for t in NO_TRACE)
 
 
 def holds_all(spark: SparkSession, table: str, topic: str, job: subprocess.Popen[str], log: Path) -> None:
@@ -60,7 +73,7 @@ def test_sigterm_during_a_batch_lets_it_commit_then_stops_with_exit_0(
     (stopped,) = [line for line in out.splitlines() if line.startswith("icesink: stopped by")]
     assert stopped.startswith(f"icesink: stopped by SIGTERM; the last committed batch is 1: {table[len('icesink.') :]}")
     assert f"next offsets {topic}[0]->" in stopped
-    assert not any(t in out for t in NO_TRACE), out[-3000:]
+    assert not traced(out), out[-3000:]
     oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
     assert (scenario.checkpoint / "commits" / "1").exists(), "Spark logged batch 1 done: no replay on restart"
     assert len(snapshots(spark, table)) == 2
@@ -122,5 +135,5 @@ def test_scripts_submit_runs_the_job_and_sigterm_to_spark_submit_stops_it_betwee
     assert "--py-files dist/icesink-" in text
     assert "SIGTERM: stopping after the current batch commits" in text
     assert "icesink: stopped by SIGTERM; the last committed batch is 0:" in text
-    assert not any(t in text for t in NO_TRACE), text[-3000:]
+    assert not traced(text), text[-3000:]
     oracle.check(spark, ledger, table, [topic], checkpoint=scenario.checkpoint)
