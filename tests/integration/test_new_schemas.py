@@ -61,7 +61,9 @@ def test_a_new_writer_schema_mid_stream_gets_a_second_pass_in_the_same_snapshot(
     second_batch_mixes_schemas(topic, bad=True)
 
     caplog.set_level(logging.INFO, logger="icesink")
-    Job(spark, scenario.config(**avro_config(scenario, **{"kafka.max_offsets_per_trigger": PER_BATCH}))).run()
+    # Spark's path (the one-pass job's own second job: test_direct_evolution.py).
+    settings = {"kafka.max_offsets_per_trigger": PER_BATCH, "decode.direct_avro": False}
+    Job(spark, scenario.config(**avro_config(scenario, **settings))).run()
 
     # Batch 1 ran with batch 0's schema and found the new ones (v2's, and the id the registry lacks).
     assert "batch 1: table" in caplog.text
@@ -162,9 +164,10 @@ def test_killed_during_the_second_pass_after_the_first_wrote_files(
     topic = scenario.topic("gauges.20240303")
     create_topics(topic, partitions=1)
     second_batch_mixes_schemas(topic)
-    config = scenario.write_config(
-        tmp_path / "job.yaml", **avro_config(scenario, **{"kafka.max_offsets_per_trigger": PER_BATCH})
-    )
+    # Spark's path's second pass (the one-pass job takes a new writer schema in a second job of its
+    # own: test_direct_evolution.py).
+    settings = {"kafka.max_offsets_per_trigger": PER_BATCH, "decode.direct_avro": False}
+    config = scenario.write_config(tmp_path / "job.yaml", **avro_config(scenario, **settings))
     table = scenario.table("gauges")
 
     crashed = run_cli(config, env={faults.ENV: "second-pass:1"})

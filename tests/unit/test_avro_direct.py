@@ -22,9 +22,12 @@ from pyiceberg.types import (
     DecimalType,
     DoubleType,
     FloatType,
+    IntegerType,
+    ListType,
     LongType,
     NestedField,
     StringType,
+    StructType,
     TimestamptzType,
 )
 from pyspark.sql import types as T
@@ -196,6 +199,43 @@ def test_a_writer_schema_must_fit_the_table_as_it_is() -> None:
     assert direct_avro({}, table) is None
 
 
+USER = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
+NESTED = {"type": "record", "name": "Visit", "fields": [{"name": "id", "type": "int"}, {"name": "user", "type": USER},
+          {"name": "users", "type": {"type": "array", "items": "User"}}]}  # fmt: skip
+USER_TABLE = T.StructType([T.StructField("name", T.StringType()), T.StructField("age", T.IntegerType())])
+NESTED_TABLE = T.StructType(
+    [
+        T.StructField("id", T.LongType()),
+        T.StructField("user", USER_TABLE),
+        T.StructField("users", T.ArrayType(USER_TABLE)),
+    ]
+)
+
+
+def test_a_nested_record_without_a_field_the_table_has_fits_and_the_field_is_null() -> None:
+    """Rows of an older writer schema after the table evolved for a newer one's nested field (and
+    widened id): the same rows Spark's path writes, the field null."""
+    found = direct_avro({wire.id_key(1): json.dumps(NESTED)}, NESTED_TABLE)
+    assert found is not None
+    arrow = Schema(
+        NestedField(1, "id", LongType()),
+        NestedField(2, "user", StructType(NestedField(4, "name", StringType()), NestedField(5, "age", IntegerType()))),
+        NestedField(3, "users", ListType(6, StructType(NestedField(7, "name", StringType()),
+                                                        NestedField(8, "age", IntegerType())))),
+    )  # fmt: skip
+    visit = {"id": 3, "user": {"name": "u"}, "users": [{"name": "a"}, {"name": "b"}]}
+    rows = AvroRows(found, schema_to_pyarrow(arrow)).decode(pa.array([framed(1, NESTED, visit)], pa.binary()))
+    assert rows is not None
+    assert rows.to_pylist() == [
+        {"id": 3, "user": {"name": "u", "age": None}, "users": [{"name": "a", "age": None}, {"name": "b", "age": None}]}
+    ]
+    required = T.StructType([T.StructField("name", T.StringType()), T.StructField("age", T.IntegerType(), False)])
+    strict = T.StructType([T.StructField("id", T.LongType()), T.StructField("user", required)])
+    assert direct_avro({wire.id_key(1): json.dumps(NESTED)}, strict) is None, "a required nested field it lacks"
+    narrow = T.StructType([T.StructField("id", T.LongType()), T.StructField("user", T.StructType([]))])
+    assert direct_avro({wire.id_key(1): json.dumps(NESTED)}, narrow) is None, "a nested field the table lacks"
+
+
 def test_rows_of_two_writer_schemas_in_the_tables_columns() -> None:
     recs = [record(i) for i in range(6)]
     values: list[bytes | None] = [
@@ -265,6 +305,21 @@ GOOD = framed(1, V1, record(1))
 )
 def test_records_it_declines(values: list[bytes | None], why: str) -> None:
     assert decode(values) is None, why
+
+
+def test_a_declined_batch_says_which_writer_schemas_it_was_not_given() -> None:
+    """The frames the driver looks up to evolve the table and run it again (batch/direct_rounds.py):
+    framed records of other ids only, not those of its schemas, nor unframed bodies, tombstones,
+    short values or records whose schema is named in a header (their first bytes are data)."""
+    values = [GOOD, framed(3, V1, record(2)), None, b"\x00\x00", b'{"id": 1}', framed(7, V1, record(3)),
+              framed(3, V1, record(4)), wire.id_key(9) + GOOD[5:]]  # fmt: skip
+    rows = AvroRows(direct(), schema_to_pyarrow(TABLE))
+    named = [False] * 7 + [True]
+    assert rows.new_frames(pa.array(values, pa.binary()), pa.array(named, pa.bool_())) == {
+        wire.id_key(3),
+        wire.id_key(7),
+    }
+    assert rows.new_frames(pa.array([GOOD, framed(2, V2, {**record(1), "extra": 1})], pa.binary())) == set()
 
 
 def test_a_record_naming_its_schema_in_a_header_is_declined() -> None:

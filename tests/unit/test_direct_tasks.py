@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from icesink.batch.direct import RECORDS_PER_TASK, task_count
 from icesink.batch.direct_outcome import outcome
+from icesink.kafka import wire
 from icesink.tasks.change_rows import key_fingerprints
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, encoded
 from icesink.tasks.one_pass import UNREAD
@@ -32,13 +33,30 @@ def test_an_empty_share_still_gets_a_task() -> None:
 
 
 def descriptor(
-    table: int, path: str = "", declined: bool = False, keys: bytes | None = None, letters: bytes | None = None
-) -> SimpleNamespace:
+    table: int, path: str = "", declined: bool = False, keys: bytes | None = None, letters: bytes | None = None,
+    frames: bytes | None = None,
+) -> SimpleNamespace:  # fmt: skip
     """A row of the one-pass job's result (DIRECT_DDL), as the driver collects it."""
     return SimpleNamespace(
-        table=table, declined=declined, keys=keys, letters=letters, path=path, record_count=1, file_size=1,
-        content="data", partition=[], footer=None,
+        table=table, declined=declined, keys=keys, letters=letters, frames=frames, path=path, record_count=1,
+        file_size=1, content="data", partition=[], footer=None,
     )  # fmt: skip
+
+
+def test_the_outcome_gathers_the_writer_schemas_each_declined_table_was_not_given() -> None:
+    """Each task says which frames it met; the driver looks up all of them at once (batch/direct_rounds.py)."""
+    a, b, c = (wire.id_key(n) for n in (3, 4, 5))
+    rows = [
+        descriptor(0, declined=True, frames=a + b),
+        descriptor(0, declined=True, frames=b + c),
+        descriptor(1, declined=True),  # declined for its bytes: no second job
+        descriptor(2, "x.parquet"),
+    ]
+    found = outcome(rows, 3)
+    assert found.frames == {0: frozenset({a, b, c})}
+    assert found.declined == {0, 1}
+    unread = outcome([*rows, descriptor(UNREAD, declined=True)], 3)
+    assert unread.frames == {}, "a task that could not read: Spark's path reads every table"
 
 
 def test_the_outcome_gathers_each_tables_dead_letters_from_its_tasks() -> None:

@@ -14,7 +14,9 @@ letter of beyond doubt (tasks/dead_letters.py) becomes one (batch/direct_letters
 stays here. When a decoder declines a record, the whole table's share of the batch goes the usual
 way instead (Spark's decoder with the table's shape, a second pass for new columns or schema ids,
 dead letters) and the files the direct job wrote for that table are never committed (orphans, as
-after a failed write, which `icesink maintain` removes). What the tasks report: batch/direct_outcome.py.
+after a failed write, which `icesink maintain` removes); but an Avro table declined for records of
+writer schemas it was not planned with is evolved and written again in one pass first
+(batch/direct_rounds.py). What the tasks report: batch/direct_outcome.py.
 
 Which tables it takes, and with which decoder: batch/direct_tables.py. A table that does not exist
 yet is staged first and created once its files are written: batch/direct_staging.py.
@@ -69,16 +71,17 @@ class DirectWritten:
     letters: list[tuple[str | Column, DataFrame]]
 
 
-def write_direct(
+def write_once(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
-    query_id: str,
-) -> DirectWritten:  # fmt: skip
-    """Runs the direct job for `items`."""
+    query_id: str, learn: bool = True,
+) -> tuple[DirectWritten, list[tuple[Item, frozenset[bytes]]]]:  # fmt: skip
+    """One direct job for `items`: what it wrote and declined, and (with `learn`) the Avro tables
+    it declined for records of writer schemas they were not given, with those schemas' frames."""
     if not items:
-        return DirectWritten([], [], [])
+        return DirectWritten([], [], []), []
     items, unstaged = stage(ctx, items)
     if not items:
-        return DirectWritten([], unstaged, [])
+        return DirectWritten([], unstaged, []), []
     read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
     tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, read, batch_id, query_id))
     avro = any(isinstance(d.decoder, DirectAvro) for d in items)
@@ -96,21 +99,25 @@ def write_direct(
     made = dict(zip(done, ctx.tables.map([items[i] for i in done], lambda d: create(ctx, d)), strict=True))
     written: list[Written] = []
     others = unstaged
+    new: list[tuple[Item, frozenset[bytes]]] = []
     for i, d in enumerate(items):
         table = made.get(i)
-        if table is None:
+        # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
+        item = (d.item[0], None, d.item[2]) if d.staged else d.item
+        if table is not None:
+            written.append(_written(ctx, d, table, found.files[i]))
+        elif learn and i in found.frames and isinstance(d.decoder, DirectAvro):
+            new.append((item, found.frames[i]))
+        else:
             log.info(
                 "batch %d: table %s: %s; its records go through Spark's decoder", batch_id, d.item[0].table,
                 _why(d, i, found),
             )  # fmt: skip
-            # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
-            others.append((d.item[0], None, d.item[2]) if d.staged else d.item)
-        else:
-            written.append(_written(ctx, d, table, found.files[i]))
+            others.append(item)
     letters = {
         str(d.item[0].table): found.letters[i] for i, d in enumerate(items) if made.get(i) and i in found.letters
     }
-    return DirectWritten(written, others, letter_records(ctx, letters))
+    return DirectWritten(written, others, letter_records(ctx, letters)), new
 
 
 def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[WrittenFile]) -> Written:

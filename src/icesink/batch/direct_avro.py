@@ -16,12 +16,14 @@ from functools import lru_cache
 from typing import Any
 
 from pyspark.sql.types import (
+    ArrayType,
     DataType,
     DecimalType,
     DoubleType,
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -72,21 +74,31 @@ def _nullable_within(row: StructType) -> StructType:
 
 def merged_rows(writers: Mapping[bytes, str], envelope: EnvelopeSpec | None = None) -> StructType | None:
     """The rows of several writer schemas merged, as Spark's path merges them for a new table's
-    columns (or a key column's struct); None when one is not taken or they conflict."""
+    columns (or a key column's struct, batch/decode/avro.py): widened where one writer's type is
+    wider (an int and a long: a long); None when one is not taken, or its rows conflict with the
+    merged ones (Spark's path makes dead letters of its records)."""
+    rows = [row_struct(text, envelope) for _, text in sorted(writers.items())]
     out = StructType([])
-    for _, text in sorted(writers.items()):
-        struct = row_struct(text, envelope)
-        if struct is None or conflicts(out, struct):
+    for struct in rows:
+        if struct is None:
             return None
         out = merged(out, struct)
-    return out
+    return None if any(conflicts(out, struct) for struct in rows if struct is not None) else out
 
 
 def _fits(have: DataType, column: DataType) -> bool:
     """Whether a value of type `have` goes into `column` as Spark's path would put it (the same
-    type, or a widening the table already has)."""
+    type, or a widening the table already has; a struct with fewer fields than the column's, the
+    others nullable: null in its rows), at any depth."""
     if have == column:
         return True
+    if isinstance(have, StructType) and isinstance(column, StructType):
+        return fits_table(have, column)
+    if isinstance(have, ArrayType) and isinstance(column, ArrayType):
+        return _fits(have.elementType, column.elementType) and (column.containsNull or not have.containsNull)
+    if isinstance(have, MapType) and isinstance(column, MapType):
+        nulls = column.valueContainsNull or not have.valueContainsNull
+        return have.keyType == column.keyType and _fits(have.valueType, column.valueType) and nulls
     if isinstance(have, IntegerType) and isinstance(column, LongType):
         return True
     if isinstance(have, FloatType) and isinstance(column, DoubleType):
@@ -101,7 +113,7 @@ def _fits(have: DataType, column: DataType) -> bool:
 
 def fits_table(struct: StructType, table: StructType) -> bool:
     """Whether rows of `struct` go into the table as it is: every field a column of a type it takes,
-    no nullable field for a required column, no required column missing."""
+    no nullable field for a required column, no required column missing (nested fields too)."""
     columns = {f.name: f for f in table.fields}
     for f in struct.fields:
         column = columns.get(f.name)
@@ -158,8 +170,8 @@ def avro_declined(writers: Mapping[bytes, str], table: StructType, envelope: Env
             )
         if not fits_table(struct, table):
             return (
-                f"the rows of writer schema {sid} do not fit the table as it is (a new column, another type, a "
-                "nullable field for a required column): Spark's path evolves the table"
+                f"the rows of writer schema {sid} do not fit the table, nor an evolution of it (a type that "
+                "conflicts with a column's, a nullable field for a required key column)"
             )
         if direct_writer(frame, text) is None:
             return f"writer schema {sid} is named by a GUID, or has more than {MAX_UNIONS} unions"

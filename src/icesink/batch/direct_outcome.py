@@ -1,13 +1,15 @@
 """What the one-pass job's tasks report (tasks/one_pass.py's `DIRECT_DDL` rows, collected on the
-driver): per table, its files, its dead letters, and whether and why it was declined."""
+driver): per table, its files, its dead letters, whether and why it was declined, and the writer
+schemas its records carry that it was not given."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from icesink.kafka import wire
 from icesink.model import WrittenFile
 from icesink.tasks.change_rows import shared_keys
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter, decoded
@@ -25,6 +27,8 @@ class Outcome:
     unread: bool  # a task could not read its records with librdkafka
     letters: Mapping[int, list[Letter]]  # the dead letters of the tables not declined
     too_many: frozenset[int]  # tables with more dead letters than the job reads back (`MAX_LETTERS`)
+    # Avro tables declined for records of writer schemas they were not given: those schemas' frames.
+    frames: Mapping[int, frozenset[bytes]] = field(default_factory=dict)
 
 
 def outcome(rows: Sequence[Any], tables: int) -> Outcome:
@@ -46,4 +50,10 @@ def outcome(rows: Sequence[Any], tables: int) -> Outcome:
     too_many = {i for i, found in letters.items() if len(found) > MAX_LETTERS}
     every = set(range(tables)) if unread else declined | shared | too_many
     kept = {i: found for i, found in letters.items() if i not in every}
-    return Outcome(files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many))
+    frames: dict[int, set[bytes]] = defaultdict(set)
+    for r in rows:
+        if r.declined and r.frames is not None and not unread:
+            blob, n = bytes(r.frames), wire.HEADER_SIZE
+            frames[int(r.table)] |= {blob[at : at + n] for at in range(0, len(blob), n)}
+    new = {i: frozenset(found) for i, found in frames.items() if i not in shared | too_many}
+    return Outcome(files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many), new)

@@ -14,13 +14,15 @@ columns, which Spark's path does not guess, by its own columns); Connect JSON (s
 or Debezium envelopes, into a table their schemas' rows fit (tasks/decode_connect.py); for a table
 that does not exist yet, the columns of a sample of the batch (batch/direct_json.py). Avro: writer
 schemas (those the topics carried last time, or the registry's latest) of records, or of Debezium
-envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`); for a
+envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`), or once
+the table is evolved to take them (`_evolved`, as Spark's path's prepare step evolves it); for a
 table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,18 +32,22 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructType, Tim
 from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
+from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.decode.records import change_spec
 from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
 from icesink.batch.direct_json import Item, connect_key, json_schema
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
 from icesink.batch.plan import TablePlan
+from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
 from icesink.batch.work import partition_fields
 from icesink.batch.write import CHANGES_PER_TASK
 from icesink.config import OrderScope, ValueFormat, WriteMode
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
+from icesink.kafka import wire
+from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.partition_values import supported
@@ -195,9 +201,32 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem
     # the record key (a required column when it is the table's key).
     values = StructType([f for f in schema.fields if key is None or f.name != key.column])
     found = direct_avro(writers, values, envelope)
+    if found is None and table is not None and _evolved(ctx, plan, table, schema, writers, envelope):
+        schema = ctx.catalog.spark_schema(table)
+        values = StructType([f for f in schema.fields if key is None or f.name != key.column])
+        found = direct_avro(writers, values, envelope)
     if found is None:
         return declined(ctx, plan, avro_declined(writers, values, envelope))
     return DirectItem(item, found, schema, key=record)
+
+
+def _evolved(
+    ctx: BatchContext, plan: TablePlan, table: JavaObject, schema: StructType, writers: Mapping[bytes, str],
+    envelope: EnvelopeSpec | None,
+) -> bool:  # fmt: skip
+    """Whether the table was evolved to take the rows of `writers`, as Spark's path's prepare step
+    evolves it (batch/prepare.py: new columns, wider types, relaxed requirements, one metadata
+    commit before the data commit). Not when their rows are not ones the tasks take, or conflict
+    with its columns (Spark's path applies `tables.on_incompatible` to those records)."""
+    rows = merged_rows(writers, envelope)
+    if rows is None:
+        return False
+    target = merged(schema, rows)
+    if conflicts(target, rows) or not evolve_to(ctx, plan.table, table, target):
+        return False
+    ids = ", ".join(str(wire.schema_ref(frame)) for frame in sorted(writers))
+    log.info("table %s: evolved for the rows of writer schema(s) %s (one-pass job)", plan.table, ids)
+    return True
 
 
 def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:

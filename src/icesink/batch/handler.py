@@ -20,7 +20,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_dead_letters
 from icesink.batch.decode import bad_records
 from icesink.batch.decode.records import decode_tables, guess
-from icesink.batch.direct import write_direct
+from icesink.batch.direct_rounds import write_direct
 from icesink.batch.direct_tables import split_direct
 from icesink.batch.new_schemas import second_passes
 from icesink.batch.plan import plan_tables

@@ -8,10 +8,13 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from pyspark.sql.types import StructType
+
 from icesink.batch.context import BatchContext
 from icesink.batch.work import TableWork, partition_fields
 from icesink.errors import ConfigError
 from icesink.iceberg.jvm import JavaObject
+from icesink.model import TableRef
 from icesink.schema import evolution
 
 log = logging.getLogger(__name__)
@@ -44,11 +47,18 @@ def _created(ctx: BatchContext, w: TableWork) -> JavaObject:
 
 
 def _evolved(ctx: BatchContext, w: TableWork, table: JavaObject) -> JavaObject:
-    # Nothing to do against the schema loaded while planning: no catalog round trip either.
-    have = ctx.catalog.spark_schema(table)
-    add = evolution.added_columns(have, w.target)
-    widen = evolution.widened_columns(have, w.target)
-    optional = evolution.optional_columns(have, w.target)
-    if add or widen or optional:
-        ctx.catalog.evolve(w.plan.table, table, add=add, widen=widen, optional=optional)
+    evolve_to(ctx, w.plan.table, table, w.target)
     return table
+
+
+def evolve_to(ctx: BatchContext, ref: TableRef, table: JavaObject, target: StructType) -> bool:
+    """Evolves `table` to hold rows of `target` (its new columns, wider types and relaxed
+    requirements): one metadata commit, or none when there is nothing to do against the schema
+    loaded while planning (no catalog round trip either). Whether it changed the table."""
+    have = ctx.catalog.spark_schema(table)
+    add = evolution.added_columns(have, target)
+    widen = evolution.widened_columns(have, target)
+    optional = evolution.optional_columns(have, target)
+    if add or widen or optional:
+        return ctx.catalog.evolve(ref, table, add=add, widen=widen, optional=optional)
+    return False

@@ -57,15 +57,19 @@ def _has_map(t: pa.DataType) -> bool:
 
 
 def as_column(array: Any, target: pa.DataType) -> pa.Array:
-    """Decoded values as a column of `target`: a cast, where the lists of key-value records a map
-    was read as (`entries_for_maps`) become maps, at any depth."""
+    """Decoded values as a column of `target`: a cast (structs by field name, a field the values
+    lack null), where the lists of key-value records a map was read as (`entries_for_maps`) become
+    maps, at any depth."""
     if not _has_map(target):
         return array.cast(target, safe=True)
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     mask = array.is_null() if array.null_count else None
     if pa.types.is_struct(target):
-        children = [as_column(array.field(f.name), f.type) for f in target]
+        # A field the writer schema lacks (the table's, from another writer's): null in its rows.
+        names = {array.type.field(k).name for k in range(array.type.num_fields)}
+        children = [as_column(array.field(f.name), f.type) if f.name in names else pa.nulls(len(array), f.type)
+                    for f in target]  # fmt: skip
         return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     if pa.types.is_map(target):
         entries = _unsliced(array.cast(pa.list_(array.type.value_field)), mask)  # a map's offsets are int32

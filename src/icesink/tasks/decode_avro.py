@@ -213,6 +213,17 @@ class AvroRows:
             )
         )
 
+    def new_frames(self, values: pa.Array, named: pa.Array | None = None) -> set[bytes]:
+        """The frames of `values` (Confluent-framed records not named in a header) that name none
+        of the writer schemas it decodes: schemas the driver may look up, evolving the table, to
+        run the table again in one pass (batch/direct.py)."""
+        if named is not None:
+            values = values.filter(pc.invert(named))
+        framed = pc.and_(pc.is_valid(values), pc.greater_equal(pc.binary_length(values), wire.HEADER_SIZE))
+        frames = pc.unique(pc.binary_slice(values.filter(framed), 0, wire.HEADER_SIZE)).to_pylist()
+        known = {w.frame for w in self._direct.writers}
+        return {f for f in frames if f[0] == wire.MAGIC and f not in known}
+
     def _decoded(self, w: DirectWriter, values: pa.Array) -> pa.Table | None:
         decoded = self._read(self._headers[w.frame], values, [*w.fields, _END])
         if decoded is None or (w.unions and not self._union_indexes_valid(w, values, decoded)):

@@ -5,7 +5,10 @@ Parquet files, returning one `DIRECT_DDL` row per file written, per table declin
 of changes (the fingerprints of the keys it wrote). The driver's side is batch/direct.py.
 
 A table is declined, and its files never committed, when one of its records is not taken (the
-decoders say which) or Arrow refuses a value; its share of the batch then goes Spark's way.
+decoders say which) or Arrow refuses a value; its share of the batch then goes Spark's way. An Avro
+table declined for records of writer schemas it was not given reports their frames (every one its
+records carry, the rest of its records only looked at): the driver may learn them, evolve the
+table and run it again in one pass (batch/direct.py).
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
 
-# A row per file written, per table declined, per table of changes and task: the fingerprints of
-# the keys it wrote (tasks/change_rows.py), and per table and task with dead letters: their letters.
-DIRECT_DDL = f"table int, declined boolean, keys binary, letters binary, {DESCRIPTOR_DDL}"
+# A row per file written, per table declined (with the frames of the writer schemas it was not
+# given, end to end), per table of changes and task: the fingerprints of the keys it wrote
+# (tasks/change_rows.py), and per table and task with dead letters: their letters.
+DIRECT_DDL = f"table int, declined boolean, keys binary, letters binary, frames binary, {DESCRIPTOR_DDL}"
 # Tables a task finishes at once (200 tables in two tasks: 1.5-2.5 s a task one at a time).
 _WRITERS = 8
 # The table index of the row a task returns when it could not read its records (kafka/reader.py).
@@ -80,13 +84,18 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         outs = {i: TableOut(t, pid) for i, t in enumerate(tables)}
         by_topic, avro = _json_by_topic(tables), [i for i, t in enumerate(tables) if isinstance(t.decoder, DirectAvro)]
         declined: set[int] = set()
+        # Avro tables declined for writer schemas they were not given: the frames their records carry.
+        seeking: dict[int, tuple[TableOut, set[bytes]]] = {}
 
-        def decline(i: int) -> None:
+        def decline(i: int, frames: set[bytes] | None = None) -> None:
             declined.add(i)
-            outs.pop(i).close()  # files it wrote are never committed
+            out = outs.pop(i)
+            out.close()  # files it wrote are never committed
+            if frames:
+                seeking[i] = (out, frames)
 
         try:
-            _take(batches, outs, tables, by_topic, avro, decline)
+            _take(batches, outs, tables, by_topic, avro, decline, seeking)
         except BaseException:
             for out in outs.values():
                 out.close()  # files it wrote are never committed
@@ -100,7 +109,8 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         if written:
             faults.maybe_kill_worker("executor-write", batch_id)
             faults.maybe_kill_executor("executor-lost", batch_id)
-        yield from results(written, sorted(declined), keys, letters)
+        frames = {i: b"".join(sorted(found)) for i, (_, found) in seeking.items()}
+        yield from results(written, sorted(declined), keys, letters, frames)
 
     return run
 
@@ -130,6 +140,7 @@ def _json_records(
 def _take(
     batches: Iterator[pa.RecordBatch], outs: dict[int, TableOut], tables: Sequence[DirectTable],
     by_topic: Mapping[str, list[int]], avro: list[int], decline: Any,
+    seeking: Mapping[int, tuple[TableOut, set[bytes]]],
 ) -> None:  # fmt: skip
     """Every record of `batches` into the tables that take it (their rows, flushed to files as they fill)."""
     json = sorted({i for found in by_topic.values() for i in found})
@@ -146,6 +157,8 @@ def _take(
             out = outs.get(i)
             if out is not None:
                 _avro_records(batch, out, i, decline)
+            elif i in seeking:
+                _more_frames(batch, *seeking[i])
         for i in [i for i, out in outs.items() if out.due]:
             flush_or_decline(outs, i, decline)
 
@@ -185,10 +198,23 @@ def _avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) ->
     except REFUSED:
         rows = None
     changes = out.table.changes is not None
-    if rows is None or (changes and not out.add_changes(rows)):
+    if rows is None:
+        assert out.avro is not None
+        named = mine.column(NAMED) if NAMED in mine.schema.names else None
+        decline(i, out.avro.new_frames(mine.column("value"), named))
+    elif changes and not out.add_changes(rows):
         decline(i)
     elif not changes:
         out.add(rows)
+
+
+def _more_frames(batch: pa.RecordBatch, out: TableOut, frames: set[bytes]) -> None:
+    """The frames of writer schemas `out`'s table was not given among its records of `batch`."""
+    mask = True if out.table.takes_all else taken_mask(batch, out.table.takes)
+    if mask is not None:
+        mine = batch if mask is True else batch.filter(mask)
+        assert out.avro is not None
+        frames |= out.avro.new_frames(mine.column("value"), mine.column(NAMED) if NAMED in mine.schema.names else None)
 
 
 def taken_mask(batch: pa.RecordBatch, takes: Mapping[tuple[str, int], tuple[int, int]]) -> Any:
@@ -210,10 +236,11 @@ def taken_mask(batch: pa.RecordBatch, takes: Mapping[tuple[str, int], tuple[int,
 
 def results(
     written: list[tuple[int, WrittenFile]], declined: list[int], keys: Sequence[tuple[int, bytes]] = (),
-    letters: Sequence[tuple[int, bytes]] = (),
+    letters: Sequence[tuple[int, bytes]] = (), frames: Mapping[int, bytes] | None = None,
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
-    """The task's `DIRECT_DDL` rows: a file written, a table declined, a table's key fingerprints,
-    a table's dead letters."""
+    """The task's `DIRECT_DDL` rows: a file written, a table declined (and the frames of writer
+    schemas it was not given), a table's key fingerprints, a table's dead letters."""
+    frames = frames or {}
     n_files, n_declined, n_keys = len(written), len(declined), len(keys)
     if not n_files + n_declined + n_keys + len(letters):
         return
@@ -224,9 +251,11 @@ def results(
         pa.array([False] * n_files + [True] * n_declined + [False] * (n_keys + len(letters)), pa.bool_()),
         pa.array(nothing + [k for _, k in keys] + [None] * len(letters), pa.binary()),
         pa.array(nothing + [None] * n_keys + [x for _, x in letters], pa.binary()),
+        pa.array([None] * n_files + [frames.get(i) for i in declined] + [None] * (n_keys + len(letters)), pa.binary()),
         *descriptor_columns(files),
     ]
-    yield pa.RecordBatch.from_arrays(arrays, names=["table", "declined", "keys", "letters", *DESCRIPTOR_FIELDS])
+    names = ["table", "declined", "keys", "letters", "frames", *DESCRIPTOR_FIELDS]
+    yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 def reading_fn(  # type: ignore[no-untyped-def]
