@@ -10,7 +10,7 @@ from pathlib import Path
 from dev.bench import REPO, cdc, decode
 from dev.bench.spec import PARTS, RunSpec, WorkerSpec
 
-COMMANDS = ("e2e", "decode", "cdc", "debezium-batches", "render", "worker", "produce")
+COMMANDS = ("e2e", "decode", "cdc", "debezium-batches", "evolution-batches", "render", "worker", "produce")
 
 
 def e2e_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +68,9 @@ def main(argv: list[str]) -> None:
     if not argv or argv[0] not in (*COMMANDS, "-h", "--help"):
         argv = ["e2e", *argv]  # `python -m dev.bench --records ...` is the end-to-end benchmark
     parser = argparse.ArgumentParser(prog="python -m dev.bench", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{e2e,decode,cdc,debezium-batches,render}")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{e2e,decode,cdc,debezium-batches,evolution-batches,render}"
+    )
     from dev.bench import e2e as e2e_module
 
     raw = argparse.RawDescriptionHelpFormatter
@@ -77,11 +79,15 @@ def main(argv: list[str]) -> None:
     decode.add_arguments(sub.add_parser("decode", help="the Avro decoding benchmark", description=decode.__doc__,
                                         formatter_class=raw))  # fmt: skip
     cdc.add_arguments(sub.add_parser("cdc", help="the CDC benchmark", description=cdc.__doc__, formatter_class=raw))
-    from dev.bench import debezium_batches
+    from dev.bench import debezium_batches, evolution_batches
 
     debezium_batches.add_arguments(sub.add_parser(
         "debezium-batches", help="batches of Debezium Connect JSON changes, one pass vs Spark's path",
         description=debezium_batches.__doc__, formatter_class=raw,
+    ))  # fmt: skip
+    evolution_batches.add_arguments(sub.add_parser(
+        "evolution-batches", help="Avro batches that each bring a new writer schema, one pass vs Spark's path",
+        description=evolution_batches.__doc__, formatter_class=raw,
     ))  # fmt: skip
     render = sub.add_parser("render", help="docs/performance.md from a report.json")
     render.add_argument("report", type=Path, help="a report.json of `e2e` (with `decode` and `cdc` sections if any)")
@@ -99,6 +105,8 @@ def main(argv: list[str]) -> None:
         cdc.main(args, parser)
     elif args.command == "debezium-batches":
         debezium_batches.main(args)
+    elif args.command == "evolution-batches":
+        evolution_batches.main(args)
     elif args.command == "render":
         from dev.bench.render import render_file
 

@@ -1,0 +1,105 @@
+"""Batches that each bring a producer's new Avro writer schema (one more optional field than the
+last, the records of the version before still mixed in), as a running job meets them: the table
+evolves every batch. Each batch's seconds and steps through the one-pass job (its second job with
+the new schema, batch/direct_rounds.py) and through Spark's path (`decode.direct_avro: false`:
+a second pass), on the same records, in one Spark session. Medians of the batches after the first
+two (the first creates the table; the second warms the session's caches).
+
+  python -m dev.bench evolution-batches --batches 12 --per-batch 10000
+
+Each version is registered under a subject of its own, not the topic's: the job plans a batch with
+the schemas the topic carried last time, and the topic's latest version stays the first, as when
+a producer registers a new version while the job runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from dev.bench import workloads as wl
+from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
+from dev.kit.kafka import create_topics
+
+SIDES = ("one-pass", "spark")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--batches", type=int, default=12, help="batches, each with a new version (default 12)")
+    parser.add_argument("--per-batch", type=int, default=10_000, help="records a batch (default 10,000)")
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="the jobs run (default both)")
+
+
+def version(v: int) -> dict[str, Any]:
+    """The bench's event schema with `v` more optional fields."""
+    extra = [{"name": f"extra_{k}", "type": ["null", "long"], "default": None} for k in range(1, v + 1)]
+    return {**wl.SCHEMA, "fields": [*wl.SCHEMA["fields"], *extra]}
+
+
+def _produce(topic: str, tag: str, batches: int, per_batch: int) -> None:
+    """Batch b: records of version b, every fourth one of version b - 1."""
+    create_topics(topic, partitions=2)
+    writers = [wl.AvroWriter(topic if v == 0 else f"{tag}_v{v}", version(v)) for v in range(batches)]
+    p = wl.producer()
+    i = 0
+    for b in range(batches):
+        for n in range(per_batch):
+            v = max(b - 1, 0) if n % 4 == 0 else b
+            record = {**wl.event(i), **{f"extra_{k}": i for k in range(1, v + 1)}}
+            wl.send(p, topic, writers[v](record), None, i % 2)
+            i += 1
+    assert p.flush(120) == 0, f"records to {topic} not delivered"
+
+
+def _config(tmp: Path, topic: str, tag: str, side: str, per_batch: int) -> Any:
+    from icesink.config import parse_config
+
+    raw = {
+        "job": {"name": f"bench-{side}", "checkpoint_location": str(tmp / side), "trigger": {"mode": "available-now"}},
+        "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": f"^{topic}$", "max_offsets_per_trigger": per_batch},
+        "catalog": {"name": "icesink", "uri": CATALOG_URI},
+        "s3": {"endpoint": S3_ENDPOINT},
+        "tables": {"namespace": f"{tag}_{side.replace('-', '_')}"},
+        "decode": {"format": "avro", "registry": {"url": REGISTRY_URL}, "direct_avro": side == "one-pass"},
+        "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false", "spark.driver.memory": "3g"}},
+    }  # fmt: skip
+    return parse_config(raw, environ={})
+
+
+def main(args: argparse.Namespace) -> None:
+    from icesink.job.query import Job
+    from icesink.job.session import build_session
+    from icesink.runtime.timings import BatchTimings
+
+    tag = f"evob_{uuid.uuid4().hex[:6]}"
+    topic = f"{tag}_events"
+    _produce(topic, tag, args.batches, args.per_batch)
+    tmp = Path(tempfile.mkdtemp(prefix="icesink-bench-"))
+    spark = build_session(_config(tmp, topic, tag, args.sides[0], args.per_batch))
+    spark.sparkContext.setLogLevel("ERROR")
+    print(
+        f"{args.batches} batches of {args.per_batch:,} Avro records, a new writer schema each; medians of batches 3 on"
+    )
+    for side in args.sides:
+        seen: list[BatchTimings] = []
+        job = Job(spark, _config(tmp, topic, tag, side, args.per_batch))
+        job.handler.on_timings = seen.append
+        job.run()
+        later = seen[2:] or seen
+        steps: dict[str, list[float]] = {}
+        for t in later:
+            for k, v in t.steps.items():
+                steps.setdefault(k, []).append(v)
+        one_pass = sum("direct" in t.steps and "decode" not in t.steps for t in seen)
+        shown = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in steps.items() if statistics.median(v) >= 0.005)
+        batch = statistics.median(t.total for t in later)
+        jobs = statistics.median(t.spark_jobs or 0 for t in later)
+        print(
+            f"  {side:8} {len(seen)} batches ({one_pass} one-pass alone): a batch {batch:.2f} s, "
+            f"{args.per_batch / batch:,.0f} records/s ({shown}; {jobs:.0f} Spark jobs); "
+            f"the first two {seen[0].total:.1f}, {seen[1].total:.1f} s"
+        )
