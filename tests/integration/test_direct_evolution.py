@@ -1,11 +1,13 @@
 """Schema evolution without leaving the one-pass path (batch/direct_rounds.py): a producer's new
 writer schema mid-stream (a new column, a new nested field, an int widened to a long), a new table
-over a topic holding several versions, and a kill after the table was evolved and its files written,
-before the commit. Each batch takes the one-pass job alone (no Spark decode step), and the table
-holds every record once with the topics' end offsets."""
+over a topic holding several versions, JSON records with new fields (nested too), and a kill after
+the table was evolved and its files written, before the commit. Each batch takes the one-pass job
+alone (no Spark decode step), and the table holds every record once with the topics' end offsets
+(JSON: the same table as Spark's path makes of the same records)."""
 
 from __future__ import annotations
 
+import logging
 import signal
 from pathlib import Path
 from typing import Any
@@ -14,12 +16,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, end_offsets, produce
-from dev.kit.scenario import Scenario
+from dev.kit.scenario import CATALOG, Scenario
 from icesink.job.query import Job
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
-from tests.support.spark import snapshots, table_offsets
+from tests.support.spark import rows, snapshots, table_offsets
 from tests.support.values import avro_config, avro_values
 
 pytestmark = [pytest.mark.slow]
@@ -142,7 +144,7 @@ def test_a_kill_after_the_table_was_evolved_and_its_files_written_replays_once(
 
     crashed = run_cli(config, env={faults.ENV: "mid-write:1"})
     assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
-    assert "writes 1 of them again with those schemas" in crashed.stderr
+    assert "the one-pass job writes 1 of them again, evolved" in crashed.stderr
     assert "note" in columns(spark, table), "evolved before the kill"
     assert len(snapshots(spark, table)) == 1, "nothing of batch 1 committed"
 
@@ -154,3 +156,59 @@ def test_a_kill_after_the_table_was_evolved_and_its_files_written_replays_once(
     assert table_offsets(spark, table) == end_offsets(visits)
     assert sorted(r.id for r in spark.table(scenario.table("plain")).collect()) == list(range(8))
     assert table_offsets(spark, scenario.table("plain")) == end_offsets(plain)
+
+
+def test_json_records_with_new_fields_evolve_the_table_in_one_pass(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Batch 1's records add a column, a field of a struct column and of an array's structs, and
+    carry an integer for a double column: the first job declines the table, the driver infers the
+    batch's columns again, the table evolves, a second job writes it. The same table, row for row
+    and column for column, as Spark's path makes of the same records; a record of a type that
+    conflicts with a column (a string for a long) still goes Spark's way."""
+    events, clash = scenario.topic("events"), scenario.topic("clash")
+    create_topics(events, clash, partitions=1)
+    first = [{"id": i, "x": i + 0.5, "user": {"name": f"u{i}"}, "items": [{"sku": "a"}]} for i in range(3)]
+    produce(events, first)
+    produce(clash, [{"id": i} for i in range(3)])
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": sides[side],
+        }
+        job = Job(spark, scenario.config(**settings))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    assert [one_pass_alone(t, 1) for t in run("direct")] == [True]
+    run("spark")
+    later = [
+        {"id": 3, "x": 4, "user": {"name": "u3", "age": 30}, "items": [{"sku": "b", "qty": 2}], "note": "n3"},
+        {"id": 4, "x": 4.5, "user": {"name": "u4"}, "items": []},
+    ]
+    produce(events, later)
+    produce(clash, [{"id": "three"}, {"id": 4, "more": True}])
+    caplog.set_level(logging.INFO, logger="icesink")
+    timings = run("direct")
+    assert ["decode" in t.steps for t in timings] == [True], "clash's string id goes Spark's way"
+    assert "1 of them again, evolved" in caplog.text, "events: a second one-pass job"
+    assert f"table {scenario.namespace}_direct.{scenario.prefix}_events: evolved for its JSON" in caplog.text
+    run("spark")
+
+    table = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_events" for side in sides}
+    assert spark.table(table["direct"]).dtypes == [
+        ("id", "bigint"), ("items", "array<struct<sku:string,qty:bigint>>"), ("user", "struct<name:string,age:bigint>"),
+        ("x", "double"), ("note", "string"),
+    ]  # fmt: skip
+    assert spark.table(table["direct"]).schema == spark.table(table["spark"]).schema
+    assert rows(spark, table["direct"]) == rows(spark, table["spark"])
+    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(5)), "every record once"
+    assert table_offsets(spark, table["direct"]) == end_offsets(events)
+    clashed = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_clash" for side in sides}
+    assert rows(spark, clashed["direct"]) == rows(spark, clashed["spark"])
+    assert table_offsets(spark, clashed["direct"]) == end_offsets(clash)

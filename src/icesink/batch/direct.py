@@ -62,6 +62,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Retry:
+    """A table the direct job declined that a second may take: with `frames`, an Avro table whose
+    records carry those writer schemas; without, an existing plain JSON table."""
+
+    item: Item
+    frames: frozenset[bytes] = frozenset()
+
+
+@dataclass(frozen=True)
 class DirectWritten:
     """What the direct job did: the tables it wrote, those it declined, and the dead letters of
     the ones it wrote (records with ERROR, as batch/dead_letters.py takes them)."""
@@ -74,9 +83,11 @@ class DirectWritten:
 def write_once(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
     query_id: str, learn: bool = True,
-) -> tuple[DirectWritten, list[tuple[Item, frozenset[bytes]]]]:  # fmt: skip
-    """One direct job for `items`: what it wrote and declined, and (with `learn`) the Avro tables
-    it declined for records of writer schemas they were not given, with those schemas' frames."""
+) -> tuple[DirectWritten, list[Retry]]:  # fmt: skip
+    """One direct job for `items`: what it wrote and declined, and (with `learn`) the tables it
+    declined that a second job may take once they are evolved (batch/direct_rounds.py): Avro tables
+    whose records carry writer schemas they were not given (those schemas' frames), and existing
+    plain JSON tables (a record of a new field, or of a wider type)."""
     if not items:
         return DirectWritten([], [], []), []
     items, unstaged = stage(ctx, items)
@@ -99,7 +110,7 @@ def write_once(
     made = dict(zip(done, ctx.tables.map([items[i] for i in done], lambda d: create(ctx, d)), strict=True))
     written: list[Written] = []
     others = unstaged
-    new: list[tuple[Item, frozenset[bytes]]] = []
+    new: list[Retry] = []
     for i, d in enumerate(items):
         table = made.get(i)
         # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
@@ -107,7 +118,9 @@ def write_once(
         if table is not None:
             written.append(_written(ctx, d, table, found.files[i]))
         elif learn and i in found.frames and isinstance(d.decoder, DirectAvro):
-            new.append((item, found.frames[i]))
+            new.append(Retry(item, found.frames[i]))
+        elif learn and _plain_json(d) and not (found.unread or i in found.shared or i in found.too_many):
+            new.append(Retry(item))
         else:
             log.info(
                 "batch %d: table %s: %s; its records go through Spark's decoder", batch_id, d.item[0].table,
@@ -118,6 +131,11 @@ def write_once(
         str(d.item[0].table): found.letters[i] for i, d in enumerate(items) if made.get(i) and i in found.letters
     }
     return DirectWritten(written, others, letter_records(ctx, letters)), new
+
+
+def _plain_json(d: DirectItem) -> bool:
+    """Whether `d` is an existing table of plain JSON records (no envelope, no Connect schemas)."""
+    return not d.staged and isinstance(d.decoder, tuple)
 
 
 def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[WrittenFile]) -> Written:

@@ -152,13 +152,31 @@ def _inferred_here(ctx: BatchContext, targets: Targets, item: Item) -> StructTyp
     """A new plain JSON table's columns as Spark would infer them from the same sample, read by
     librdkafka and inferred in this process (schema/json_inference.py): no Spark job. None where
     that inference is not sure (Spark's sample job says) or librdkafka cannot read the sample."""
+    return _inferred_from(ctx, item, _sample_ranges(targets, item, SAMPLE_RECORDS))
+
+
+# Records of a table's share of the batch the driver reads to infer its columns again (`share_inferred`).
+SHARE_RECORDS = 200_000
+
+
+def share_inferred(ctx: BatchContext, targets: Targets, item: Item) -> StructType | None:
+    """The columns Spark would infer from all of a plain JSON table's records of the batch (read
+    by librdkafka, inferred in this process), or None: the inference is not sure, the share is
+    over `SHARE_RECORDS`, or librdkafka cannot read it."""
+    ranges = own_ranges(item[0], targets.ranges[item[0].table])
+    if sum(r.records for r in ranges) > SHARE_RECORDS:
+        return None
+    return _inferred_from(ctx, item, ranges)
+
+
+def _inferred_from(ctx: BatchContext, item: Item, ranges: list[PartitionRange]) -> StructType | None:
     if ctx.librdkafka is None:
         return None
     values: list[bytes | None] = []
     try:
-        for batch in reader.RangeReader(ctx.librdkafka).batches(_sample_ranges(targets, item, SAMPLE_RECORDS)):
+        for batch in reader.RangeReader(ctx.librdkafka).batches(ranges):
             values += batch.column("value").to_pylist()
     except reader.RangeReadError as e:
-        log.info("table %s: its sample is read through Spark's source: %s", item[0].table, e)
+        log.info("table %s: its records are read through Spark's source: %s", item[0].table, e)
         return None
     return json_inference.inferred(values)

@@ -8,6 +8,12 @@ driver looks them up, evolves the table where their rows need it (batch/direct_t
 Spark's path's prepare step would), and a second direct job writes those tables alone, with every
 schema. Its files and the first job's files of the other tables are committed together, as one
 batch. What the second job declines goes Spark's way, as anything the first declines otherwise.
+
+An existing table of plain JSON records gets the same second chance: the first job's tasks only
+say it was declined (a record with a field the table lacks, or a value of a wider type, or any
+other record they do not take), so the driver reads the table's records of the batch again
+(librdkafka) and infers their columns as Spark would (schema/json_inference.py); when those add to
+the table's without conflicting, the table evolves and the second job writes it.
 """
 
 from __future__ import annotations
@@ -15,13 +21,18 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from pyspark.sql.types import ArrayType, DataType, DoubleType, LongType, StructField, StructType
+
 from icesink.batch.context import BatchContext
-from icesink.batch.direct import DirectWritten, write_once
-from icesink.batch.direct_json import Item
+from icesink.batch.decode.records import guess
+from icesink.batch.direct import DirectWritten, Retry, write_once
+from icesink.batch.direct_json import share_inferred
 from icesink.batch.direct_tables import DirectItem, direct_item
+from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
 from icesink.kafka import wire
 from icesink.model import PartitionRange
+from icesink.schema.evolution import conflicts, merged
 
 log = logging.getLogger(__name__)
 
@@ -30,34 +41,66 @@ def write_direct(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
     query_id: str,
 ) -> DirectWritten:  # fmt: skip
-    """Runs the direct job for `items`; then, for the Avro tables it declined for records of writer
-    schemas they were not planned with (a producer's new schema version, an older one still in the
-    topic), a second one for those tables alone with those schemas too, the tables evolved first
-    where their rows need it (batch/direct_tables.py): schema evolution without leaving the path.
-    What that one declines goes Spark's way, as before."""
+    """Runs the direct job for `items`; then a second one for the tables it declined that, evolved,
+    it may take (`_again`): schema evolution without leaving the path. What that one declines
+    goes Spark's way, as before."""
     first, new = write_once(ctx, targets, items, ranges, batch_id, query_id)
     if not new:
         return first
-    again = ctx.tables.map(new, lambda found: _with_writers(ctx, targets, *found))
+    again = ctx.tables.map(new, lambda r: _again(ctx, targets, r))
     retry = [d for d in again if d is not None]
-    left = [item for (item, _), d in zip(new, again, strict=True) if d is None]
+    left = [r.item for r, d in zip(new, again, strict=True) if d is None]
     log.info(
-        "batch %d: %d table(s) carried writer schemas they were not planned with (%s); the one-pass job writes "
-        "%d of them again with those schemas", batch_id, len(new), _named(new), len(retry),
+        "batch %d: %d table(s) carried new writer schemas or JSON fields (%s); the one-pass job writes %d of them "
+        "again, evolved", batch_id, len(new), _named(new), len(retry),
     )  # fmt: skip
     second, _ = write_once(ctx, targets, retry, ranges, batch_id, query_id, learn=False)
     return DirectWritten(first.written + second.written, first.declined + left + second.declined,
                          first.letters + second.letters)  # fmt: skip
 
 
-def _with_writers(ctx: BatchContext, targets: Targets, item: Item, frames: frozenset[bytes]) -> DirectItem | None:
-    """The table's part of a second direct job, planned with `frames` besides the writer schemas
-    of the first (its table evolved if their rows need it), or None (Spark's path)."""
-    plan, table, planned = item
-    values = sorted({bytes(k) for k in planned.values or ()} | frames)
-    return direct_item(ctx, targets, (plan, table, replace(planned, values=values)))
+def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | None:
+    """The table's part of a second direct job, or None (Spark's path). An Avro table: planned
+    with the writer schemas its records carried besides those of the first, the table evolved if
+    their rows need it (batch/direct_tables.py). A plain JSON table: evolved to the columns Spark
+    would infer from its records of the batch (read again on the driver), when they add to its
+    own without conflicting; not when nothing is new (the first job declined another record)."""
+    plan, table, planned = retry.item
+    if retry.frames:
+        values = sorted({bytes(k) for k in planned.values or ()} | retry.frames)
+        return direct_item(ctx, targets, (plan, table, replace(planned, values=values)))
+    assert table is not None  # existing tables only (`write_once`)
+    inferred = share_inferred(ctx, targets, retry.item)
+    if inferred is None:
+        return None
+    schema = ctx.catalog.spark_schema(table)
+    incoming = _in_table_types(inferred, schema)
+    assert isinstance(incoming, StructType)
+    target = merged(schema, incoming)
+    if conflicts(target, incoming) or not evolve_to(ctx, plan.table, table, target):
+        return None
+    log.info("table %s: evolved for its JSON records' new fields or wider types (one-pass job)", plan.table)
+    return direct_item(ctx, targets, (plan, table, replace(planned, values=guess(ctx, plan, table).values)))
 
 
-def _named(new: list[tuple[Item, frozenset[bytes]]]) -> str:
-    shown = [f"{item[0].table}: {', '.join(str(wire.schema_ref(f)) for f in sorted(frames))}" for item, frames in new]
+def _in_table_types(inferred: DataType, table: DataType) -> DataType:
+    """`inferred` with a long where the table has a double (JSON's integers in a double column,
+    which Spark's parser and the tasks take: not a conflict), at any depth."""
+    if isinstance(inferred, StructType) and isinstance(table, StructType):
+        have = {f.name: f.dataType for f in table.fields}
+        return StructType([
+            StructField(f.name, _in_table_types(f.dataType, have[f.name]) if f.name in have else f.dataType, f.nullable)
+            for f in inferred.fields
+        ])  # fmt: skip
+    if isinstance(inferred, ArrayType) and isinstance(table, ArrayType):
+        return ArrayType(_in_table_types(inferred.elementType, table.elementType), inferred.containsNull)
+    if isinstance(inferred, LongType) and isinstance(table, DoubleType):
+        return DoubleType()
+    return inferred
+
+
+def _named(new: list[Retry]) -> str:
+    shown = [
+        f"{r.item[0].table}: {', '.join(str(wire.schema_ref(f)) for f in sorted(r.frames)) or 'JSON'}" for r in new
+    ]
     return "; ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
