@@ -5,11 +5,12 @@ the new schema, batch/direct_rounds.py) and through Spark's path (`decode.direct
 a second pass), on the same records, in one Spark session. Medians of the batches after the first
 two (the first creates the table; the second warms the session's caches).
 
-  python -m dev.bench evolution-batches --batches 12 --per-batch 10000
+  python -m dev.bench evolution-batches --batches 12 --per-batch 10000 [--format json]
 
-Each version is registered under a subject of its own, not the topic's: the job plans a batch with
-the schemas the topic carried last time, and the topic's latest version stays the first, as when
-a producer registers a new version while the job runs.
+Each Avro version is registered under a subject of its own, not the topic's: the job plans a batch
+with the schemas the topic carried last time, and the topic's latest version stays the first, as
+when a producer registers a new version while the job runs. `--format json`: the same records as
+plain JSON, each batch with one more field (`decode.direct_json` on and off).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=12, help="batches, each with a new version (default 12)")
     parser.add_argument("--per-batch", type=int, default=10_000, help="records a batch (default 10,000)")
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES), help="the jobs run (default both)")
+    parser.add_argument("--format", choices=("avro", "json"), default="avro", help="the records' format (default avro)")
 
 
 def version(v: int) -> dict[str, Any]:
@@ -40,22 +42,28 @@ def version(v: int) -> dict[str, Any]:
     return {**wl.SCHEMA, "fields": [*wl.SCHEMA["fields"], *extra]}
 
 
-def _produce(topic: str, tag: str, batches: int, per_batch: int) -> None:
+def _produce(topic: str, tag: str, batches: int, per_batch: int, avro: bool) -> None:
     """Batch b: records of version b, every fourth one of version b - 1."""
     create_topics(topic, partitions=2)
-    writers = [wl.AvroWriter(topic if v == 0 else f"{tag}_v{v}", version(v)) for v in range(batches)]
+    writers = [wl.AvroWriter(topic if v == 0 else f"{tag}_v{v}", version(v)) for v in range(batches)] if avro else []
     p = wl.producer()
     i = 0
     for b in range(batches):
         for n in range(per_batch):
             v = max(b - 1, 0) if n % 4 == 0 else b
-            record = {**wl.event(i), **{f"extra_{k}": i for k in range(1, v + 1)}}
-            wl.send(p, topic, writers[v](record), None, i % 2)
+            extra = {f"extra_{k}": i for k in range(1, v + 1)}
+            value = writers[v]({**wl.event(i), **extra}) if avro else wl.as_json(wl.event(i))[:-1] + _json_tail(extra)
+            wl.send(p, topic, value, None, i % 2)
             i += 1
     assert p.flush(120) == 0, f"records to {topic} not delivered"
 
 
-def _config(tmp: Path, topic: str, tag: str, side: str, per_batch: int) -> Any:
+def _json_tail(extra: dict[str, int]) -> bytes:
+    """The extra fields and the closing brace of a JSON object."""
+    return b"".join(f',"{k}":{v}'.encode() for k, v in extra.items()) + b"}"
+
+
+def _config(tmp: Path, topic: str, tag: str, side: str, per_batch: int, avro: bool) -> Any:
     from icesink.config import parse_config
 
     raw = {
@@ -64,7 +72,10 @@ def _config(tmp: Path, topic: str, tag: str, side: str, per_batch: int) -> Any:
         "catalog": {"name": "icesink", "uri": CATALOG_URI},
         "s3": {"endpoint": S3_ENDPOINT},
         "tables": {"namespace": f"{tag}_{side.replace('-', '_')}"},
-        "decode": {"format": "avro", "registry": {"url": REGISTRY_URL}, "direct_avro": side == "one-pass"},
+        "decode": (
+            {"format": "avro", "registry": {"url": REGISTRY_URL}, "direct_avro": side == "one-pass"}
+            if avro else {"format": "json", "direct_json": side == "one-pass"}
+        ),
         "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false", "spark.driver.memory": "3g"}},
     }  # fmt: skip
     return parse_config(raw, environ={})
@@ -77,16 +88,16 @@ def main(args: argparse.Namespace) -> None:
 
     tag = f"evob_{uuid.uuid4().hex[:6]}"
     topic = f"{tag}_events"
-    _produce(topic, tag, args.batches, args.per_batch)
+    avro = args.format == "avro"
+    _produce(topic, tag, args.batches, args.per_batch, avro)
     tmp = Path(tempfile.mkdtemp(prefix="icesink-bench-"))
-    spark = build_session(_config(tmp, topic, tag, args.sides[0], args.per_batch))
+    spark = build_session(_config(tmp, topic, tag, args.sides[0], args.per_batch, avro))
     spark.sparkContext.setLogLevel("ERROR")
-    print(
-        f"{args.batches} batches of {args.per_batch:,} Avro records, a new writer schema each; medians of batches 3 on"
-    )
+    kind = "Avro records, a new writer schema" if avro else "JSON records, a new field"
+    print(f"{args.batches} batches of {args.per_batch:,} {kind} each; medians of batches 3 on")
     for side in args.sides:
         seen: list[BatchTimings] = []
-        job = Job(spark, _config(tmp, topic, tag, side, args.per_batch))
+        job = Job(spark, _config(tmp, topic, tag, side, args.per_batch, avro))
         job.handler.on_timings = seen.append
         job.run()
         later = seen[2:] or seen

@@ -64,7 +64,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Retry:
     """A table the direct job declined that a second may take: with `frames`, an Avro table whose
-    records carry those writer schemas; without, an existing plain JSON table."""
+    records carry those writer schemas; without, a plain JSON table."""
 
     item: Item
     frames: frozenset[bytes] = frozenset()
@@ -86,8 +86,8 @@ def write_once(
 ) -> tuple[DirectWritten, list[Retry]]:  # fmt: skip
     """One direct job for `items`: what it wrote and declined, and (with `learn`) the tables it
     declined that a second job may take once they are evolved (batch/direct_rounds.py): Avro tables
-    whose records carry writer schemas they were not given (those schemas' frames), and existing
-    plain JSON tables (a record of a new field, or of a wider type)."""
+    whose records carry writer schemas they were not given (those schemas' frames), and plain JSON
+    tables (a record of a new field, or of a wider type; a new table's sample did not have it)."""
     if not items:
         return DirectWritten([], [], []), []
     items, unstaged = stage(ctx, items)
@@ -134,8 +134,8 @@ def write_once(
 
 
 def _plain_json(d: DirectItem) -> bool:
-    """Whether `d` is an existing table of plain JSON records (no envelope, no Connect schemas)."""
-    return not d.staged and isinstance(d.decoder, tuple)
+    """Whether `d` is a table of plain JSON records (no envelope, no Connect schemas)."""
+    return isinstance(d.decoder, tuple)
 
 
 def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[WrittenFile]) -> Written:

@@ -37,7 +37,8 @@ KNOWN_SAMPLE = 10
 
 
 def json_schema(
-    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder,
+    inferred: StructType | None = None,
 ) -> tuple[StructType | None, bool]:  # fmt: skip
     """(the table's columns as the one-pass job writes them, or None; whether its records are
     Connect JSON). An existing table: its own columns (Connect JSON, whose tasks take the records
@@ -46,18 +47,20 @@ def json_schema(
     `CONNECT_SAMPLE` of change events), Spark's inference's (of change events without Connect
     schemas: the row of the envelope it infers) or the rows of its Connect schemas.
     Until the job has met Connect schemas, or a sample without them, a sample says which the
-    records are (a new table's: once it is not plain JSON)."""
+    records are (a new table's: once it is not plain JSON). `inferred`: a new plain JSON table's
+    columns, inferred already (`share_inferred`), not from a sample."""
     if item[1] is None:
-        return _new_table_schema(ctx, targets, item, key, decoder)
+        return _new_table_schema(ctx, targets, item, key, decoder, inferred)
     return _table_schema(ctx, targets, item, key, decoder)
 
 
 def _new_table_schema(
-    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, decoder: JsonDecoder,
+    inferred: StructType | None,
 ) -> tuple[StructType | None, bool]:  # fmt: skip
     plain = decoder.envelope is None
     if plain and decoder.connect is not True:
-        inferred = _inferred_here(ctx, targets, item)
+        inferred = inferred if inferred is not None else _inferred_here(ctx, targets, item)
         columns = decoder.plain_columns(inferred, nested=True) if inferred is not None else None
         if columns is not None:
             return with_key_column(columns, key), False

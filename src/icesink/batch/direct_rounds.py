@@ -9,11 +9,13 @@ Spark's path's prepare step would), and a second direct job writes those tables 
 schema. Its files and the first job's files of the other tables are committed together, as one
 batch. What the second job declines goes Spark's way, as anything the first declines otherwise.
 
-An existing table of plain JSON records gets the same second chance: the first job's tasks only
-say it was declined (a record with a field the table lacks, or a value of a wider type, or any
-other record they do not take), so the driver reads the table's records of the batch again
-(librdkafka) and infers their columns as Spark would (schema/json_inference.py); when those add to
-the table's without conflicting, the table evolves and the second job writes it.
+A table of plain JSON records gets the same second chance: the first job's tasks only say it was
+declined (a record with a field the table lacks, or a value of a wider type, or any other record
+they do not take), so the driver reads the table's records of the batch again (librdkafka) and
+infers their columns as Spark would (schema/json_inference.py); when those add to the table's
+without conflicting, the table evolves and the second job writes it. A new table, whose columns
+came from a sample of the batch (batch/direct_json.py), is staged again with the columns of all
+of its records.
 """
 
 from __future__ import annotations
@@ -64,15 +66,17 @@ def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | No
     with the writer schemas its records carried besides those of the first, the table evolved if
     their rows need it (batch/direct_tables.py). A plain JSON table: evolved to the columns Spark
     would infer from its records of the batch (read again on the driver), when they add to its
-    own without conflicting; not when nothing is new (the first job declined another record)."""
+    own without conflicting; not when nothing is new (the first job declined another record). A
+    new one: staged with those columns."""
     plan, table, planned = retry.item
     if retry.frames:
         values = sorted({bytes(k) for k in planned.values or ()} | retry.frames)
         return direct_item(ctx, targets, (plan, table, replace(planned, values=values)))
-    assert table is not None  # existing tables only (`write_once`)
     inferred = share_inferred(ctx, targets, retry.item)
     if inferred is None:
         return None
+    if table is None:  # a new table, staged with the columns of a sample: with those of every record
+        return direct_item(ctx, targets, retry.item, inferred)
     schema = ctx.catalog.spark_schema(table)
     incoming = _in_table_types(inferred, schema)
     assert isinstance(incoming, StructType)

@@ -73,11 +73,14 @@ class DirectItem:
     order_floor: Any = None
 
 
-def direct_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
+def direct_item(
+    ctx: BatchContext, targets: Targets, item: Item, inferred: StructType | None = None
+) -> DirectItem | None:  # fmt: skip
     """The table's part of the direct job when it can write the table's share of the batch, else
     None. A partitioned table too, when its tasks compute its partition values (the table's
-    current spec; a new table's from `tables.partition_by`)."""
-    found = _decoder_item(ctx, targets, item)
+    current spec; a new table's from `tables.partition_by`). `inferred`: a new plain JSON
+    table's columns, inferred from all of its records of the batch (batch/direct_rounds.py)."""
+    found = _decoder_item(ctx, targets, item, inferred)
     if found is None:
         return None
     plan, table, _ = item
@@ -104,7 +107,9 @@ def declined(ctx: BatchContext, plan: TablePlan, reason: str) -> DirectItem | No
     return None
 
 
-def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem | None:
+def _decoder_item(
+    ctx: BatchContext, targets: Targets, item: Item, inferred: StructType | None = None
+) -> DirectItem | None:  # fmt: skip
     plan, _, planned = item
     config = ctx.config
     if plan.table not in targets.topic_routed:
@@ -120,7 +125,7 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
         return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for it")
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
-        found = _json_item(ctx, targets, item, key, settings.is_cdc)
+        found = _json_item(ctx, targets, item, key, settings.is_cdc, inferred)
         if found is None:
             return declined(ctx, plan, "its columns, or its records' shape or keys, are not ones the one-pass JSON "
                             "decoder takes (decode.direct_json in the README)")  # fmt: skip
@@ -141,7 +146,9 @@ def _decoder_item(ctx: BatchContext, targets: Targets, item: Item) -> DirectItem
     return found
 
 
-def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool) -> DirectItem | None:
+def _json_item(
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool, inferred: StructType | None
+) -> DirectItem | None:  # fmt: skip
     """A JSON table, of plain JSON (decoded by the tasks' `direct_columns`) or of Connect JSON
     (tasks/decode_connect.py), with the columns batch/direct_json.py says."""
     decoder = ctx.decoder
@@ -151,7 +158,7 @@ def _json_item(ctx: BatchContext, targets: Targets, item: Item, key: KeySide | N
         key = connect_key(ctx, targets, item, key)
         if key is None:
             return None
-    schema, connect = json_schema(ctx, targets, item, key, decoder)
+    schema, connect = json_schema(ctx, targets, item, key, decoder, inferred)
     if schema is None:
         return None
     # Connect JSON keys beside Connect JSON values only, plain JSON keys beside plain values only.
