@@ -55,14 +55,19 @@ def inferred(values: Iterable[bytes | None]) -> StructType | None:
     """The columns Spark infers from the records' values (nulls, tombstones, left out), or None
     when Spark's inference must say (see the module's docstring)."""
     row: DataType = NullType()
+    # Records of a batch mostly share a few shapes: each distinct one is typed and merged once.
+    shapes: set[Any] = set()
     try:
         for value in values:
             if value is None:
                 continue
             record = _parsed(value)
-            if not isinstance(record, dict):
+            if type(record) is not dict:
                 raise _UnsureError
-            row = _common(row, _type_of(record))
+            shape = _shape(record)
+            if shape not in shapes:
+                shapes.add(shape)
+                row = _common(row, _type_of(shape))
     except _UnsureError:
         return None
     kept = _without_nulls(row)
@@ -89,33 +94,42 @@ def _refused(constant: str) -> Any:
     raise _UnsureError  # NaN, Infinity: Spark takes them as doubles only with an option
 
 
-def _type_of(value: Any) -> DataType:
-    if value is None:
-        return NullType()
-    if isinstance(value, bool):
-        return BooleanType()
-    if isinstance(value, int):
-        if not _LONG_MIN <= value <= _LONG_MAX:
-            raise _UnsureError  # Spark: a decimal of its digits
-        return LongType()
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _UnsureError  # 1e400
-        return DoubleType()
-    if isinstance(value, str):
-        return StringType()
-    return _container_type(value)
+# A value's shape: its JSON type, with its fields' (an object: in its order) or its elements'
+# (an array: the set of them) shapes; hashable, so equal shapes are typed once.
+_SCALARS: dict[type, str] = {type(None): "null", bool: "boolean", str: "string", float: "double", int: "long"}
 
 
-def _container_type(value: Any) -> DataType:
-    if isinstance(value, list):
+def _shape(value: Any) -> Any:
+    kind = type(value)
+    if kind is dict:
+        return ("struct", tuple([(k, _shape(v)) for k, v in value.items()]))
+    if kind is list:
+        return ("array", frozenset([_shape(v) for v in value]))
+    if kind is int and not _LONG_MIN <= value <= _LONG_MAX:
+        raise _UnsureError  # Spark: a decimal of its digits
+    if kind is float and not math.isfinite(value):
+        raise _UnsureError  # 1e400
+    found = _SCALARS.get(kind)
+    if found is None:
+        raise _UnsureError
+    return found
+
+
+_TYPES: dict[str, DataType] = {
+    "null": NullType(), "boolean": BooleanType(), "string": StringType(), "double": DoubleType(), "long": LongType()
+}  # fmt: skip
+
+
+def _type_of(shape: Any) -> DataType:
+    if isinstance(shape, str):
+        return _TYPES[shape]
+    kind, parts = shape
+    if kind == "array":
         element: DataType = NullType()
-        for v in value:
-            element = _common(element, _type_of(v))
+        for p in parts:
+            element = _common(element, _type_of(p))
         return ArrayType(element, True)
-    if isinstance(value, dict):
-        return _struct({k: _type_of(v) for k, v in value.items()})
-    raise _UnsureError
+    return _struct({k: _type_of(v) for k, v in parts})
 
 
 def _struct(fields: dict[str, DataType]) -> StructType:
