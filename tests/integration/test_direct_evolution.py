@@ -22,6 +22,7 @@ from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
 from tests.support.spark import rows, snapshots, table_offsets
+from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values
 
 pytestmark = [pytest.mark.slow]
@@ -75,6 +76,7 @@ def one_pass_alone(t: BatchTimings, jobs: int) -> bool:
     return "direct" in t.steps and not {"decode", "prepare", "write"} & set(t.steps) and t.spark_jobs == jobs
 
 
+@pytest.mark.trino
 def test_new_writer_schemas_evolve_the_table_in_one_pass(spark: SparkSession, scenario: Scenario) -> None:
     """archive: a new table over a topic already holding v1 and v2 records: planned with the
     registry's latest (v2), its first job meets v1 too, and a second creates it with both. visits,
@@ -114,6 +116,11 @@ def test_new_writer_schemas_evolve_the_table_in_one_pass(spark: SparkSession, sc
     }  # fmt: skip
     versions = [v for b in batches for _, v in b]
     assert table_rows(spark, table) == [expected(i, v) for i, v in enumerate(versions)], "every record once"
+    read = trino_rows(
+        f'SELECT id, n, "user".name, "user".age, note FROM iceberg."{scenario.namespace}"."{scenario.prefix}_visits" '
+        "ORDER BY id"
+    )
+    assert read == [expected(i, v) for i, v in enumerate(versions)], "Trino reads the evolved table alike"
     assert [s["operation"] for s in snapshots(spark, table)] == ["append"] * 3, "a snapshot per batch"
     assert table_offsets(spark, table) == end_offsets(visits)
 
@@ -125,21 +132,27 @@ def test_new_writer_schemas_evolve_the_table_in_one_pass(spark: SparkSession, sc
     assert table_offsets(spark, archived) == end_offsets(archive)
 
 
+@pytest.mark.parametrize("fmt", ["avro", "json"])
 def test_a_kill_after_the_table_was_evolved_and_its_files_written_replays_once(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
+    fmt: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
-    """Batch 1 evolves visits for v2, writes it in a second job, writes plain's files, and the job
-    dies before any commit (mid-write): the table has v2's columns and none of batch 1's rows. The
-    restart (no schema known to it: it plans with the registry's latest, v2, and meets v1 again)
-    writes batch 1 once."""
+    """Batch 1 evolves visits (Avro: for v2's writer schema; JSON: for v2's fields, inferred on the
+    driver), writes it in a second one-pass job, writes plain's files, and the job dies before any
+    commit (mid-write): the table has v2's columns and none of batch 1's rows. The restart (Avro:
+    no schema known to it, it plans with the registry's latest, v2, and meets v1 again) writes
+    batch 1 once."""
     visits, plain = scenario.topic("visits"), scenario.topic("plain")
     create_topics(visits, plain, partitions=1)
-    produce(visits, values(visits, [(i, 1) for i in range(5)]))
-    produce(plain, values(plain, [(i, 1) for i in range(5)]))
-    config = scenario.write_config(tmp_path / "job.yaml", **avro_config(scenario))
+
+    def produced(topic: str, versions: list[tuple[int, int]]) -> None:
+        produce(topic, values(topic, versions) if fmt == "avro" else [visit(i, v) for i, v in versions])
+
+    produced(visits, [(i, 1) for i in range(5)])
+    produced(plain, [(i, 1) for i in range(5)])
+    config = scenario.write_config(tmp_path / "job.yaml", **(avro_config(scenario) if fmt == "avro" else {}))
     assert run_cli(config).returncode == 0
-    produce(visits, values(visits, [(i, 2 if i % 2 else 1) for i in range(5, 11)]))
-    produce(plain, values(plain, [(i, 1) for i in range(5, 8)]))
+    produced(visits, [(i, 2 if i % 2 else 1) for i in range(5, 11)])
+    produced(plain, [(i, 1) for i in range(5, 8)])
     table = scenario.table("visits")
 
     crashed = run_cli(config, env={faults.ENV: "mid-write:1"})
