@@ -14,9 +14,9 @@ letter of beyond doubt (tasks/dead_letters.py) becomes one (batch/direct_letters
 stays here. When a decoder declines a record, the whole table's share of the batch goes the usual
 way instead (Spark's decoder with the table's shape, a second pass for new columns or schema ids,
 dead letters) and the files the direct job wrote for that table are never committed (orphans, as
-after a failed write, which `icesink maintain` removes); but an Avro table declined for records of
-writer schemas it was not planned with is evolved and written again in one pass first
-(batch/direct_rounds.py). What the tasks report: batch/direct_outcome.py.
+after a failed write, which `icesink maintain` removes); but a table declined for records of
+writer schemas it was not planned with (Avro) or of fields it lacks (plain JSON) is evolved and
+written again in one pass first (batch/direct_rounds.py). What the tasks report: batch/direct_outcome.py.
 
 Which tables it takes, and with which decoder: batch/direct_tables.py. A table that does not exist
 yet is staged first and created once its files are written: batch/direct_staging.py.

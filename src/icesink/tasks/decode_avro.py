@@ -216,7 +216,7 @@ class AvroRows:
     def new_frames(self, values: pa.Array, named: pa.Array | None = None) -> set[bytes]:
         """The frames of `values` (Confluent-framed records not named in a header) that name none
         of the writer schemas it decodes: schemas the driver may look up, evolving the table, to
-        run the table again in one pass (batch/direct.py)."""
+        run the table again in one pass (batch/direct_rounds.py)."""
         if named is not None:
             values = values.filter(pc.invert(named))
         framed = pc.and_(pc.is_valid(values), pc.greater_equal(pc.binary_length(values), wire.HEADER_SIZE))

@@ -8,7 +8,7 @@ A table is declined, and its files never committed, when one of its records is n
 decoders say which) or Arrow refuses a value; its share of the batch then goes Spark's way. An Avro
 table declined for records of writer schemas it was not given reports their frames (every one its
 records carry, the rest of its records only looked at): the driver may learn them, evolve the
-table and run it again in one pass (batch/direct.py).
+table and run it again in one pass (batch/direct_rounds.py).
 """
 
 from __future__ import annotations
