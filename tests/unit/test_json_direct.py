@@ -140,6 +140,30 @@ def test_string_keys_fill_the_key_column_and_tombstones_are_rows_of_their_key() 
         appends.take()  # a key that is not UTF-8: left to Spark's path
 
 
+def test_a_batch_taken_whole_is_the_same_rows_as_a_record_at_a_time() -> None:
+    """`add_all` (the one JSON table of a task, taking every record it reads) carries the batch's
+    own coordinate columns and keys, tombstones too: the same rows as `add`, over two batches."""
+    columns = direct_columns(shape(StructField("v", LongType()), StructField("_key", StringType())))
+    assert columns is not None
+    records = [(b'{"v": 1}', b"k1"), (None, b"k1"), (b'{"v": 2}', None), (b'{"v": 3}', b"k3")]
+    one, whole = DirectRows(columns, carry=True, key_column="_key"), DirectRows(columns, carry=True, key_column="_key")
+    for offset, (value, key) in enumerate(records):
+        assert one.add(value, ("t", 1, offset), key)
+    for part in (records[:3], records[3:]):
+        first = records.index(part[0])
+        coordinates = (
+            pa.array(["t"] * len(part)), pa.array([1] * len(part), pa.int32()),
+            pa.array(range(first, first + len(part)), pa.int64()),
+        )  # fmt: skip
+        assert whole.add_all([v for v, _ in part], coordinates, [k for _, k in part])
+    expected, got = one.take(), whole.take()
+    assert expected is not None
+    assert got is not None
+    assert got.to_pydict() == expected.to_pydict()
+    assert got.to_pydict()[TOMBSTONE] == [False, True, False, False]
+    assert not DirectRows(columns, carry=True).add_all([b'{"v": 1}', b"[1]"], coordinates), "one not taken: False"
+
+
 def test_rows_come_out_in_the_columns_arrow_types_with_nulls_for_missing_keys() -> None:
     columns = direct_columns(
         shape(StructField("id", LongType()), StructField("x", DoubleType()), StructField("tags", ArrayType(LongType())))

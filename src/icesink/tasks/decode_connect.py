@@ -36,7 +36,7 @@ from icesink.schema.evolution import fits
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_values import converted
 from icesink.tasks.decode_json import DeclinedValueError
-from icesink.tasks.plain_rows import carried_columns, fill_from_key
+from icesink.tasks.plain_rows import carried_columns, concatenated, fill_from_key
 
 
 @dataclass(frozen=True)
@@ -184,6 +184,7 @@ class ConnectRows:
             k for k in keys if k != key_column and key_decoder is not None and k in key_decoder.table.names
         ]
         self._coordinates: list[tuple[str, int, int]] = []
+        self._coordinate_columns: list[tuple[pa.Array, pa.Array, pa.Array]] = []  # `add_all`'s
         self._keys: list[bytes | None] = []
 
     @property
@@ -195,18 +196,40 @@ class ConnectRows:
     ) -> bool:  # fmt: skip
         """Takes the record (see DirectRows.add); False when it is not Connect JSON with a
         schema whose rows fit the table."""
-        if value is None and self._carry and self._key_column is not None:
-            self._payloads.append((None, None))  # a tombstone
-        else:
-            found = self._readers.payload(value)
-            if found is None:
-                return False
-            self._payloads.append(found)
+        if not self._payload(value):
+            return False
         if self._carry:
             assert coordinates is not None
             self._coordinates.append(coordinates)
         if self._key_column is not None:
             self._keys.append(key)
+        return True
+
+    def add_all(
+        self, values: Sequence[bytes | None], coordinates: tuple[pa.Array, pa.Array, pa.Array] | None = None,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> bool:  # fmt: skip
+        """Takes every record of a batch the table takes whole (see DirectRows.add_all)."""
+        payload = self._payload
+        for value in values:
+            if not payload(value):
+                return False
+        if self._carry:
+            assert coordinates is not None
+            self._coordinate_columns.append(coordinates)
+        if self._key_column is not None:
+            assert keys is not None
+            self._keys += keys
+        return True
+
+    def _payload(self, value: bytes | None) -> bool:
+        if value is None and self._carry and self._key_column is not None:
+            self._payloads.append((None, None))  # a tombstone
+            return True
+        found = self._readers.payload(value)
+        if found is None:
+            return False
+        self._payloads.append(found)
         return True
 
     def take(self) -> pa.RecordBatch | None:
@@ -217,7 +240,9 @@ class ConnectRows:
         table = self._decoder.table
         # A tombstone is a row of nulls: its key column is set from the key after.
         arrays = _columns(payloads, table)
-        coordinates, self._coordinates = self._coordinates, []
+        assert not (self._coordinates and self._coordinate_columns)  # one way or the other (one_pass._take)
+        coordinates: Any = concatenated(self._coordinate_columns) if self._coordinate_columns else self._coordinates
+        self._coordinates, self._coordinate_columns = [], []
         keys: Sequence[bytes | None] | pa.Array
         keys, self._keys = self._keys, []
         if self._key_decoder is not None:

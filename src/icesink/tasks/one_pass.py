@@ -28,7 +28,7 @@ from icesink.runtime import faults
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, avro_letters, encoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
-from icesink.tasks.table_out import NAMED, REFUSED, DirectTable, TableOut, avro_rows, finish, flush_or_decline
+from icesink.tasks.table_out import NAMED, ORDER, REFUSED, DirectTable, TableOut, avro_rows, finish, flush_or_decline
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
@@ -144,9 +144,8 @@ def _take(
 ) -> None:  # fmt: skip
     """Every record of `batches` into the tables that take it (their rows, flushed to files as they fill)."""
     json = sorted({i for found in by_topic.values() for i in found})
-    # A table of changes carries each record's coordinates, a keyed one its keys: not the values alone.
-    plain = len(json) == 1 and tables[json[0]].changes is None and tables[json[0]].key_column is None
-    alone = json[0] if plain and tables[json[0]].takes_all else None
+    # The one JSON table of the job, taking every record it reads: its records a batch at a time.
+    alone = json[0] if len(json) == 1 and tables[json[0]].takes_all else None
     for batch in batches:
         if alone is not None:
             if alone in outs:
@@ -164,8 +163,16 @@ def _take(
 
 
 def _json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
-    """`_json_records` for the one JSON table of the job, which takes every record it reads."""
+    """`_json_records` for the one JSON table of the job, which takes every record it reads: a
+    table of changes gets the batch's coordinates as its columns, a keyed table its keys."""
     assert out.rows is not None
+    table = out.table
+    if table.changes is not None or table.key_column is not None:
+        coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
+        keys = batch.column("key").to_pylist() if table.key_column is not None else None
+        if not out.rows.add_all(batch.column("value").to_pylist(), coordinates, keys):
+            decline(i)
+        return
     add = out.rows.add
     for at, value in enumerate(batch.column("value").to_pylist()):
         if value is None and out.table.letters:

@@ -55,6 +55,7 @@ class DirectRows:
         self._rows: list[tuple[Any, ...]] = []
         self._carry = carry
         self._coordinates: list[tuple[str, int, int]] = []
+        self._coordinate_columns: list[tuple[pa.Array, pa.Array, pa.Array]] = []  # `add_all`'s
         self._key_column = key_column
         self._keys: list[bytes | None] = []
         self._tombstones: list[bool] = []
@@ -82,6 +83,36 @@ class DirectRows:
         `key_column`, its key); False (and nothing taken) when the record is not a JSON object of
         the table's columns (or a change event of them), nor a tombstone this table takes. Its
         values' types are checked by `take`."""
+        if not self._row(value):
+            return False
+        if self._carry:
+            assert coordinates is not None
+            self._coordinates.append(coordinates)
+        if self._key_column is not None:
+            self._keys.append(key)
+        return True
+
+    def add_all(
+        self, values: Sequence[bytes | None], coordinates: tuple[pa.Array, pa.Array, pa.Array] | None = None,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> bool:  # fmt: skip
+        """`add` for every record of a batch the table takes whole: their coordinates as the batch's
+        own columns (topic, partition, offset), not a tuple per record. False when one is not taken
+        (the table is then declined: what was taken of the batch does not matter)."""
+        row = self._row
+        for value in values:
+            if not row(value):
+                return False
+        if self._carry:
+            assert coordinates is not None
+            self._coordinate_columns.append(coordinates)
+        if self._key_column is not None:
+            assert keys is not None
+            self._keys += keys
+        return True
+
+    def _row(self, value: bytes | None) -> bool:
+        """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not one."""
         if value is None and self._carry and self._key_column is not None:
             self._rows.append(self._nothing)
             tombstone = True
@@ -95,11 +126,7 @@ class DirectRows:
             self._rows.append(tuple([get(n) for n in self._order]))
             tombstone = False
         if self._carry:
-            assert coordinates is not None
-            self._coordinates.append(coordinates)
             self._tombstones.append(tombstone)
-        if self._key_column is not None:
-            self._keys.append(key)
         return True
 
     def _change(self, event: dict[str, Any], envelope: EnvelopeSpec) -> dict[str, Any] | None:
@@ -144,10 +171,21 @@ class DirectRows:
         if self._key is not None:
             keys = _key_structs(self._key, keys)
             fill_from_key(arrays, self._order, keys, self._from_key)
-        coordinates, self._coordinates = self._coordinates, []
+        # A task adds a table's records one at a time or a batch at a time, never both (one_pass._take).
+        assert not (self._coordinates and self._coordinate_columns)
+        carried: Any = concatenated(self._coordinate_columns) if self._coordinate_columns else self._coordinates
+        self._coordinates, self._coordinate_columns = [], []
         tombstones, self._tombstones = self._tombstones, []
-        carried = coordinates if self._carry else None
-        return carried_columns(arrays, list(self._order), self._key_column, keys, carried, tombstones)
+        return carried_columns(arrays, list(self._order), self._key_column, keys, carried if self._carry else None,
+                               tombstones)  # fmt: skip
+
+
+def concatenated(columns: list[tuple[pa.Array, pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The topic, partition and offset columns of several batches, one each, in the types
+    `carried_columns` gives them."""
+    types = (pa.string(), pa.int32(), pa.int64())
+    topics, partitions, offsets = (pa.concat_arrays([c[k].cast(types[k]) for c in columns]) for k in range(3))
+    return topics, partitions, offsets
 
 
 def _key_structs(column: DirectColumn, keys: Sequence[bytes | None]) -> pa.Array:
@@ -171,7 +209,8 @@ def fill_from_key(arrays: list[pa.Array], names: Sequence[str], keys: pa.Array, 
 
 def carried_columns(
     arrays: list[pa.Array], names: list[str], key_column: str | None, keys: Sequence[bytes | None] | pa.Array,
-    coordinates: Sequence[tuple[str, int, int]] | None, tombstones: Sequence[bool],
+    coordinates: Sequence[tuple[str, int, int]] | tuple[pa.Array, pa.Array, pa.Array] | None,
+    tombstones: Sequence[bool],
 ) -> pa.RecordBatch:  # fmt: skip
     """A table's decoded columns with what a JSON decoder carries beside them: the record key in
     `key_column` (as a string, or as decoded already), and with `coordinates` each row's topic,
@@ -182,12 +221,15 @@ def carried_columns(
         decoded = keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary()).cast(pa.string())
         arrays[names.index(key_column)] = decoded
     if coordinates is not None:
-        topics, partitions, offsets = zip(*coordinates, strict=True)
-        carried = [
-            pa.array(topics, pa.string()),
-            pa.array(partitions, pa.int32()),
-            pa.array(offsets, pa.int64()),
-            pa.array(tombstones, pa.bool_()),
-        ]
+        if isinstance(coordinates, tuple) and isinstance(coordinates[0], pa.Array):
+            carried = [*coordinates, pa.array(tombstones, pa.bool_())]  # columns already (`add_all`)
+        else:
+            topics, partitions, offsets = zip(*coordinates, strict=True)
+            carried = [
+                pa.array(topics, pa.string()),
+                pa.array(partitions, pa.int32()),
+                pa.array(offsets, pa.int64()),
+                pa.array(tombstones, pa.bool_()),
+            ]
         arrays, names = [*carried, *arrays], ["topic", "partition", "offset", TOMBSTONE, *names]
     return pa.RecordBatch.from_arrays(arrays, names=names)
