@@ -74,3 +74,31 @@ def test_aborted_transactions_are_left_out_as_sparks_source_leaves_them_out(
     for side in ("librdkafka", "spark"):
         table = f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_txn"
         assert table_offsets(spark, table) == end_offsets(topic), "the offsets reach past the last marker"
+
+
+def test_threads_reading_ranges_at_once_each_get_their_own_records(scenario: Scenario) -> None:
+    """The driver reads new tables' samples from several threads (job.table_parallelism): each
+    gets exactly its range's records (a consumer shared between threads had one thread's assign
+    replace another's, whose range then stalled and failed), and each thread keeps a consumer of
+    its own for the next read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from icesink.kafka import reader
+    from icesink.model import PartitionRange, TopicPartition
+
+    topics = [scenario.topic(f"sample{k}") for k in range(24)]
+    create_topics(*topics, partitions=1)
+    for k, topic in enumerate(topics):
+        produce(topic, [{"id": k * 100 + i} for i in range(40)])
+    settings = reader.settings(scenario.config())
+    assert settings is not None
+
+    def read(k: int) -> list[int]:
+        ranges = [PartitionRange(TopicPartition(topics[k], 0), 5, 34, 30)]
+        values = [v for b in reader.RangeReader(settings).batches(ranges) for v in b.column("value").to_pylist()]
+        return [json.loads(v)["id"] for v in values]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        found = list(pool.map(read, range(24)))
+    assert found == [[k * 100 + i for i in range(5, 35)] for k in range(24)]
+    assert len({key[0] for key in reader._CONSUMERS}) > 1, "a consumer per thread"

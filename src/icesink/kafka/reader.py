@@ -19,6 +19,7 @@ and the caller leaves the batch to Spark's source, which knows `failOnDataLoss` 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -36,8 +37,11 @@ CHUNK = 10_000
 _STALL_S = 30.0
 
 
-# The consumers of this Python worker by their settings (a worker runs one task at a time).
-_CONSUMERS: dict[tuple[tuple[str, str], ...], Any] = {}
+# The consumers of this process by thread and settings. A Python worker runs one task at a time;
+# the driver reads new tables' samples from several threads (job.table_parallelism), and a consumer
+# shared between them had one thread's assign replace another's: ranges that stalled for
+# `_STALL_S` each (a first batch of 200 new tables planned for 200 s), records taken by the wrong reader.
+_CONSUMERS: dict[tuple[int, tuple[tuple[str, str], ...]], Any] = {}
 
 
 class RangeReadError(Exception):
@@ -106,11 +110,11 @@ def split(ranges: Sequence[PartitionRange], tasks: int, whole: bool = False) -> 
 
 
 class RangeReader:
-    """Reads ranges with one consumer, kept for the life of the Python worker (a consumer per task
-    paid its connection set-up every micro-batch)."""
+    """Reads ranges with one consumer per thread, kept for the life of the process (a consumer per
+    task paid its connection set-up every micro-batch). Made and used in one thread."""
 
     def __init__(self, settings: dict[str, Any]) -> None:
-        self._key = tuple(sorted((k, str(v)) for k, v in settings.items()))
+        self._key = (threading.get_ident(), tuple(sorted((k, str(v)) for k, v in settings.items())))
         self._settings = settings
 
     def _consumer(self) -> Any:
