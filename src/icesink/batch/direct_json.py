@@ -172,12 +172,18 @@ def share_inferred(ctx: BatchContext, targets: Targets, item: Item) -> StructTyp
     return _inferred_from(ctx, item, ranges)
 
 
+# The driver's reads are of a new table's topics, one after the other: librdkafka fetched the
+# metadata of a topic newly assigned to a consumer at its next periodic refresh, a second later
+# (each sample of a first batch of 200 new tables took 1.0 s, 0.1 s with this).
+_DRIVER_READS = {"topic.metadata.refresh.interval.ms": "100"}
+
+
 def _inferred_from(ctx: BatchContext, item: Item, ranges: list[PartitionRange]) -> StructType | None:
     if ctx.librdkafka is None:
         return None
     values: list[bytes | None] = []
     try:
-        for batch in reader.RangeReader(ctx.librdkafka).batches(ranges):
+        for batch in reader.RangeReader({**ctx.librdkafka, **_DRIVER_READS}).batches(ranges):
             values += batch.column("value").to_pylist()
     except reader.RangeReadError as e:
         log.info("table %s: its records are read through Spark's source: %s", item[0].table, e)
