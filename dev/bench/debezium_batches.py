@@ -16,17 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
 from dev.bench import workloads as wl
-from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
+from dev.bench.side_batches import SIDES, run_sides, side_config
 from dev.kit.kafka import create_topics
-
-SIDES = ("one-pass", "spark")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,54 +55,19 @@ def _produce(topic: str, n: int, schemas: bool) -> None:
     assert p.flush(120) == 0, f"records to {topic} not delivered"
 
 
-def _config(tmp: Path, topic: str, tag: str, side: str, per_batch: int) -> Any:
-    from icesink.config import parse_config
-
-    raw = {
-        "job": {"name": f"bench-{side}", "checkpoint_location": str(tmp / side), "trigger": {"mode": "available-now"}},
-        "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": f"^{topic}$", "max_offsets_per_trigger": per_batch},
-        "catalog": {"name": "icesink", "uri": CATALOG_URI},
-        "s3": {"endpoint": S3_ENDPOINT},
-        "tables": {
-            "namespace": f"{tag}_{side.replace('-', '_')}", "mode": "changelog", "order_by": "_source_lsn",
-            "partition_by": ["bucket(16, id)"],
-        },
-        "decode": {
-            "format": "json", "envelope": "debezium", "key_format": "json", "source_columns": ["ts_ms", "lsn"],
-            "direct_json": side == "one-pass",
-        },
-        "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false", "spark.driver.memory": "3g"}},
-    }  # fmt: skip
-    return parse_config(raw, environ={})
-
-
 def main(args: argparse.Namespace) -> None:
-    from icesink.job.query import Job
-    from icesink.job.session import build_session
-    from icesink.runtime.timings import BatchTimings
-
     tag = f"dbzb_{uuid.uuid4().hex[:6]}"
     topic = f"{tag}_events"
     _produce(topic, args.changes, args.schemas == "on")
-    tmp = Path(tempfile.mkdtemp(prefix="icesink-bench-"))
-    spark = build_session(_config(tmp, topic, tag, args.sides[0], args.per_batch))
-    spark.sparkContext.setLogLevel("ERROR")
     kind = "Connect JSON" if args.schemas == "on" else "JSON (schemas off)"
     print(f"{args.changes:,} Debezium {kind} changes, {args.per_batch:,} a batch; medians of batches 3 on")
-    for side in args.sides:
-        seen: list[BatchTimings] = []
-        job = Job(spark, _config(tmp, topic, tag, side, args.per_batch))
-        job.handler.on_timings = seen.append
-        job.run()
-        later = seen[2:] or seen
-        steps: dict[str, list[float]] = {}
-        for t in later:
-            for k, v in t.steps.items():
-                steps.setdefault(k, []).append(v)
-        one_pass = sum("direct" in t.steps and "decode" not in t.steps for t in seen)
-        shown = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in steps.items() if statistics.median(v) >= 0.005)
-        batch = statistics.median(t.total for t in later)
-        print(
-            f"  {side:8} {len(seen)} batches ({one_pass} one-pass): a batch {batch:.2f} s ({shown}); "
-            f"the first two {seen[0].total:.1f}, {seen[1].total:.1f} s"
-        )
+    tables = {"mode": "changelog", "order_by": "_source_lsn", "partition_by": ["bucket(16, id)"]}
+
+    def config(tmp: Path, side: str) -> Any:
+        decode = {
+            "format": "json", "envelope": "debezium", "key_format": "json", "source_columns": ["ts_ms", "lsn"],
+            "direct_json": side == "one-pass",
+        }  # fmt: skip
+        return side_config(tmp, topic, tag, side, args.per_batch, tables, decode)
+
+    run_sides(args.sides, config, args.per_batch)

@@ -16,17 +16,14 @@ plain JSON, each batch with one more field (`decode.direct_json` on and off).
 from __future__ import annotations
 
 import argparse
-import statistics
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
 from dev.bench import workloads as wl
-from dev.kit.endpoints import CATALOG_URI, KAFKA, REGISTRY_URL, S3_ENDPOINT
+from dev.bench.side_batches import SIDES, run_sides, side_config
+from dev.kit.endpoints import REGISTRY_URL
 from dev.kit.kafka import create_topics
-
-SIDES = ("one-pass", "spark")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,54 +60,19 @@ def _json_tail(extra: dict[str, int]) -> bytes:
     return b"".join(f',"{k}":{v}'.encode() for k, v in extra.items()) + b"}"
 
 
-def _config(tmp: Path, topic: str, tag: str, side: str, per_batch: int, avro: bool) -> Any:
-    from icesink.config import parse_config
-
-    raw = {
-        "job": {"name": f"bench-{side}", "checkpoint_location": str(tmp / side), "trigger": {"mode": "available-now"}},
-        "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": f"^{topic}$", "max_offsets_per_trigger": per_batch},
-        "catalog": {"name": "icesink", "uri": CATALOG_URI},
-        "s3": {"endpoint": S3_ENDPOINT},
-        "tables": {"namespace": f"{tag}_{side.replace('-', '_')}"},
-        "decode": (
-            {"format": "avro", "registry": {"url": REGISTRY_URL}, "direct_avro": side == "one-pass"}
-            if avro else {"format": "json", "direct_json": side == "one-pass"}
-        ),
-        "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false", "spark.driver.memory": "3g"}},
-    }  # fmt: skip
-    return parse_config(raw, environ={})
-
-
 def main(args: argparse.Namespace) -> None:
-    from icesink.job.query import Job
-    from icesink.job.session import build_session
-    from icesink.runtime.timings import BatchTimings
-
     tag = f"evob_{uuid.uuid4().hex[:6]}"
     topic = f"{tag}_events"
     avro = args.format == "avro"
     _produce(topic, tag, args.batches, args.per_batch, avro)
-    tmp = Path(tempfile.mkdtemp(prefix="icesink-bench-"))
-    spark = build_session(_config(tmp, topic, tag, args.sides[0], args.per_batch, avro))
-    spark.sparkContext.setLogLevel("ERROR")
     kind = "Avro records, a new writer schema" if avro else "JSON records, a new field"
     print(f"{args.batches} batches of {args.per_batch:,} {kind} each; medians of batches 3 on")
-    for side in args.sides:
-        seen: list[BatchTimings] = []
-        job = Job(spark, _config(tmp, topic, tag, side, args.per_batch, avro))
-        job.handler.on_timings = seen.append
-        job.run()
-        later = seen[2:] or seen
-        steps: dict[str, list[float]] = {}
-        for t in later:
-            for k, v in t.steps.items():
-                steps.setdefault(k, []).append(v)
-        one_pass = sum("direct" in t.steps and "decode" not in t.steps for t in seen)
-        shown = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in steps.items() if statistics.median(v) >= 0.005)
-        batch = statistics.median(t.total for t in later)
-        jobs = statistics.median(t.spark_jobs or 0 for t in later)
-        print(
-            f"  {side:8} {len(seen)} batches ({one_pass} one-pass alone): a batch {batch:.2f} s, "
-            f"{args.per_batch / batch:,.0f} records/s ({shown}; {jobs:.0f} Spark jobs); "
-            f"the first two {seen[0].total:.1f}, {seen[1].total:.1f} s"
-        )
+
+    def config(tmp: Path, side: str) -> Any:
+        decode = (
+            {"format": "avro", "registry": {"url": REGISTRY_URL}, "direct_avro": side == "one-pass"}
+            if avro else {"format": "json", "direct_json": side == "one-pass"}
+        )  # fmt: skip
+        return side_config(tmp, topic, tag, side, args.per_batch, {}, decode)
+
+    run_sides(args.sides, config, args.per_batch)

@@ -36,7 +36,7 @@ from icesink.schema.evolution import fits
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_values import converted
 from icesink.tasks.decode_json import DeclinedValueError
-from icesink.tasks.plain_rows import carried_columns, concatenated, fill_from_key
+from icesink.tasks.plain_rows import CarriedRows, carried_columns, fill_from_key
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
     return [c.combine_chunks() for c in rows.columns[1:]]
 
 
-class ConnectRows:
+class ConnectRows(CarriedRows):
     """One table's rows from Connect JSON records, as tasks/plain_rows.DirectRows takes plain
     JSON ones (`add` a record at a time, `take` the rows as Arrow), with the same `carry` and
     `key_column`. With `key_decoder`, the record keys are Connect JSON too: the key column holds
@@ -173,56 +173,22 @@ class ConnectRows:
         self, decoder: DirectConnect, carry: bool = False, key_column: str | None = None,
         key_decoder: DirectConnect | None = None, keys: Sequence[str] = (),
     ) -> None:  # fmt: skip
+        super().__init__(carry, key_column)
         self._decoder = decoder
         self._readers = Readers(lambda text: reader(text, decoder))
         self._payloads: list[Payload] = []
-        self._carry = carry
-        self._key_column = key_column
         self._key_decoder = key_decoder
         self._key_readers = Readers(lambda text: reader(text, key_decoder)) if key_decoder is not None else None
         self._from_key = [
             k for k in keys if k != key_column and key_decoder is not None and k in key_decoder.table.names
         ]
-        self._coordinates: list[tuple[str, int, int]] = []
-        self._coordinate_columns: list[tuple[pa.Array, pa.Array, pa.Array]] = []  # `add_all`'s
-        self._keys: list[bytes | None] = []
 
     @property
     def rows(self) -> int:
         return len(self._payloads)
 
-    def add(
-        self, value: bytes | None, coordinates: tuple[str, int, int] | None = None, key: bytes | None = None
-    ) -> bool:  # fmt: skip
-        """Takes the record (see DirectRows.add); False when it is not Connect JSON with a
-        schema whose rows fit the table."""
-        if not self._payload(value):
-            return False
-        if self._carry:
-            assert coordinates is not None
-            self._coordinates.append(coordinates)
-        if self._key_column is not None:
-            self._keys.append(key)
-        return True
-
-    def add_all(
-        self, values: Sequence[bytes | None], coordinates: tuple[pa.Array, pa.Array, pa.Array] | None = None,
-        keys: Sequence[bytes | None] | None = None,
-    ) -> bool:  # fmt: skip
-        """Takes every record of a batch the table takes whole (see DirectRows.add_all)."""
-        payload = self._payload
-        for value in values:
-            if not payload(value):
-                return False
-        if self._carry:
-            assert coordinates is not None
-            self._coordinate_columns.append(coordinates)
-        if self._key_column is not None:
-            assert keys is not None
-            self._keys += keys
-        return True
-
-    def _payload(self, value: bytes | None) -> bool:
+    def _row(self, value: bytes | None) -> bool:
+        """Takes the record's payload, or says it is not Connect JSON with a schema whose rows fit the table."""
         if value is None and self._carry and self._key_column is not None:
             self._payloads.append((None, None))  # a tombstone
             return True
@@ -240,16 +206,13 @@ class ConnectRows:
         table = self._decoder.table
         # A tombstone is a row of nulls: its key column is set from the key after.
         arrays = _columns(payloads, table)
-        assert not (self._coordinates and self._coordinate_columns)  # one way or the other (one_pass._take)
-        coordinates: Any = concatenated(self._coordinate_columns) if self._coordinate_columns else self._coordinates
-        self._coordinates, self._coordinate_columns = [], []
+        carried = self._carried()
         keys: Sequence[bytes | None] | pa.Array
         keys, self._keys = self._keys, []
         if self._key_decoder is not None:
             keys = self._key_structs(keys, self._key_decoder)
             fill_from_key(arrays, table.names, keys, self._from_key)
         tombstones = [read is None for read, _ in payloads]
-        carried = coordinates if self._carry else None
         return carried_columns(arrays, list(table.names), self._key_column, keys, carried, tombstones)
 
     def _key_structs(self, keys: Sequence[bytes | None], decoder: DirectConnect) -> pa.Array:

@@ -35,54 +35,28 @@ class PlainEnvelope:
 TOMBSTONE = "__icesink_tombstone"
 
 
-class DirectRows:
-    """One table's rows, from the records `add` takes, as Arrow columns (`take`). With `carry`,
-    each row keeps the Kafka coordinates `add` was given and whether it is a tombstone (a table of
-    changes orders by them). With `key_column`, that column holds the record key: as a string
-    (`decode.key_format: string`), or with `key` (a plain JSON record key's struct column) as the
-    struct of its JSON object, and a key column of the table's (`keys`) that a row lacks takes the
-    record key's field of that name, as Spark's path fills it (changes.classify). With `carry`, a
-    record without a value is then a tombstone: a row of only its key. With `envelope`, each
-    record is a Debezium change event (`PlainEnvelope`)."""
+class CarriedRows:
+    """What a JSON table's rows carry beside their values, taken a record (`add`) or a batch
+    (`add_all`) at a time: with `carry`, each row's Kafka coordinates (the tombstone flags are the
+    subclass's); with `key_column`, its record key. A subclass takes the values (`_row`)."""
 
-    def __init__(
-        self, columns: Sequence[DirectColumn], carry: bool = False, key_column: str | None = None,
-        envelope: EnvelopeSpec | None = None, key: DirectColumn | None = None, keys: Sequence[str] = (),
-    ) -> None:  # fmt: skip
-        self._columns = tuple(columns)
-        self._names = frozenset(c.name for c in columns)
-        self._order = tuple(c.name for c in columns)
-        self._rows: list[tuple[Any, ...]] = []
+    def __init__(self, carry: bool, key_column: str | None) -> None:
         self._carry = carry
+        self._key_column = key_column
         self._coordinates: list[tuple[str, int, int]] = []
         self._coordinate_columns: list[tuple[pa.Array, pa.Array, pa.Array]] = []  # `add_all`'s
-        self._key_column = key_column
         self._keys: list[bytes | None] = []
-        self._tombstones: list[bool] = []
-        self._nothing = tuple(None for _ in columns)
-        self._key = key
-        fields = {f.name for f in key.fields} if key is not None else set()
-        self._from_key = [k for k in keys if k != key_column and k in fields and k in self._names]
-        self._envelope = envelope
-        if envelope is not None:
-            synthetic = envelope.synthetic()
-            self._image = self._names - synthetic - {key_column}
-            self._sources = [
-                (n, n[len(SOURCE_PREFIX) :]) for n in self._order if n in synthetic and n.startswith(SOURCE_PREFIX)
-            ]
-            self._other_images: list[dict[str, Any]] = []  # the images the rows do not take, checked too
 
-    @property
-    def rows(self) -> int:
-        return len(self._rows)
+    def _row(self, value: bytes | None) -> bool:
+        """Takes the record's value, or says it is not one the table takes."""
+        raise NotImplementedError
 
     def add(
         self, value: bytes | None, coordinates: tuple[str, int, int] | None = None, key: bytes | None = None
     ) -> bool:  # fmt: skip
         """Takes the record's row (and, with `carry`, its topic, partition and offset; with
-        `key_column`, its key); False (and nothing taken) when the record is not a JSON object of
-        the table's columns (or a change event of them), nor a tombstone this table takes. Its
-        values' types are checked by `take`."""
+        `key_column`, its key); False (and nothing taken) when the record is not one of the
+        table's rows (see the subclass), nor a tombstone this table takes."""
         if not self._row(value):
             return False
         if self._carry:
@@ -111,8 +85,56 @@ class DirectRows:
             self._keys += keys
         return True
 
+    def _carried(self) -> Any:
+        """The coordinates taken since the last call (tuples, or columns), None without `carry`."""
+        # A task adds a table's records one at a time or a batch at a time, never both (one_pass._take).
+        assert not (self._coordinates and self._coordinate_columns)
+        carried = concatenated(self._coordinate_columns) if self._coordinate_columns else self._coordinates
+        self._coordinates, self._coordinate_columns = [], []
+        return carried if self._carry else None
+
+
+class DirectRows(CarriedRows):
+    """One table's rows, from the records `add` takes, as Arrow columns (`take`). With `carry`,
+    each row keeps the Kafka coordinates `add` was given and whether it is a tombstone (a table of
+    changes orders by them). With `key_column`, that column holds the record key: as a string
+    (`decode.key_format: string`), or with `key` (a plain JSON record key's struct column) as the
+    struct of its JSON object, and a key column of the table's (`keys`) that a row lacks takes the
+    record key's field of that name, as Spark's path fills it (changes.classify). With `carry`, a
+    record without a value is then a tombstone: a row of only its key. With `envelope`, each
+    record is a Debezium change event (`PlainEnvelope`)."""
+
+    def __init__(
+        self, columns: Sequence[DirectColumn], carry: bool = False, key_column: str | None = None,
+        envelope: EnvelopeSpec | None = None, key: DirectColumn | None = None, keys: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        super().__init__(carry, key_column)
+        self._columns = tuple(columns)
+        self._names = frozenset(c.name for c in columns)
+        self._order = tuple(c.name for c in columns)
+        self._rows: list[tuple[Any, ...]] = []
+        self._tombstones: list[bool] = []
+        self._nothing = tuple(None for _ in columns)
+        self._key = key
+        fields = {f.name for f in key.fields} if key is not None else set()
+        self._from_key = [k for k in keys if k != key_column and k in fields and k in self._names]
+        self._envelope = envelope
+        if envelope is not None:
+            synthetic = envelope.synthetic()
+            self._image = self._names - synthetic - {key_column}
+            self._sources = [
+                (n, n[len(SOURCE_PREFIX) :]) for n in self._order if n in synthetic and n.startswith(SOURCE_PREFIX)
+            ]
+            self._other_images: list[dict[str, Any]] = []  # the images the rows do not take, checked too
+
+    @property
+    def rows(self) -> int:
+        return len(self._rows)
+
     def _row(self, value: bytes | None) -> bool:
-        """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not one."""
+        """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not a
+        JSON object of the table's columns (or a change event of them); its values' types are
+        checked by `take`."""
         if value is None and self._carry and self._key_column is not None:
             self._rows.append(self._nothing)
             tombstone = True
@@ -171,13 +193,8 @@ class DirectRows:
         if self._key is not None:
             keys = _key_structs(self._key, keys)
             fill_from_key(arrays, self._order, keys, self._from_key)
-        # A task adds a table's records one at a time or a batch at a time, never both (one_pass._take).
-        assert not (self._coordinates and self._coordinate_columns)
-        carried: Any = concatenated(self._coordinate_columns) if self._coordinate_columns else self._coordinates
-        self._coordinates, self._coordinate_columns = [], []
         tombstones, self._tombstones = self._tombstones, []
-        return carried_columns(arrays, list(self._order), self._key_column, keys, carried if self._carry else None,
-                               tombstones)  # fmt: skip
+        return carried_columns(arrays, list(self._order), self._key_column, keys, self._carried(), tombstones)
 
 
 def concatenated(columns: list[tuple[pa.Array, pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array, pa.Array]:
