@@ -1,8 +1,8 @@
 """Dead letters of the one-pass job (tasks/dead_letters.py): the null values and unframed values of
-an Avro append table, the null values of a JSON one, become the dead letters Spark's path makes of
-them, byte for byte (key, value, headers, timestamp, stage, class, message), while the table's
-other records stay on the one-pass path; once and only once after a crash between the dead-letter
-table's commit and the table's."""
+an Avro append table, the null, empty, not-JSON and not-object values of a JSON one, become the
+dead letters Spark's path makes of them, byte for byte (key, value, headers, timestamp, stage,
+class, message), while the table's other records stay on the one-pass path; once and only once
+after a crash between the dead-letter table's commit and the table's."""
 
 from __future__ import annotations
 
@@ -100,14 +100,16 @@ def test_avro_null_and_unframed_values_are_dead_letters_of_the_one_pass_job(
     assert table_offsets(spark, table["direct"]) == end_offsets(topic)
 
 
-def test_json_null_values_are_dead_letters_of_the_one_pass_job(
+def test_json_records_that_are_not_objects_are_dead_letters_of_the_one_pass_job(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     topic = scenario.topic("clicks")
     create_topics(topic, partitions=1)
+    framed_empty = b"\x00\x00\x00\x00\x07"
+    junk: list[bytes | None] = [None, b"", b"not json", b'{"id": 99, "page": "p', b"42", b"[1, 2]", framed_empty]
     records = [(None, f'{{"id": {i}, "page": "p{i}"}}'.encode(), 0) for i in range(20)]
-    records[3:3] = [(b"gone", None, 0)]
-    records[8:8] = [(None, None, 0)]
+    for n, value in enumerate(junk):
+        records.insert(3 * n + 1, (b"bad", value, 0))
     produce_keyed(topic, records)
 
     def settings(side: str) -> dict[str, Any]:
@@ -117,13 +119,36 @@ def test_json_null_values_are_dead_letters_of_the_one_pass_job(
             "decode.direct_json": side == "direct",
         }
 
+    # Batch 0 creates the table: its columns inferred beside the bad records, which add none.
     timings = {side: run(spark, scenario, settings(side)) for side in SIDES}
-    assert one_pass(timings["direct"]) == [True]
+    assert one_pass(timings["direct"]) == [True], "the bad records did not send the table Spark's way"
     assert one_pass(timings["spark"]) == [False]
     found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in SIDES}
     assert found["direct"] == found["spark"]
-    assert [(r[2], r[5], r[8]) for r in found["direct"]] == [(3, None, "NullValue"), (8, None, "NullValue")]
+    assert [(r[5], r[8]) for r in found["direct"]] == [
+        (None, "NullValue"), (b"", "EmptyValue"), (b"not json", "JsonParseError"),
+        (b'{"id": 99, "page": "p', "JsonParseError"), (b"42", "JsonTypeError"), (b"[1, 2]", "JsonTypeError"),
+        (framed_empty, "EmptyValue"),
+    ]  # fmt: skip
+
+    # Batch 1 brings a new field beside bad records: the table evolves and stays on the one path.
+    # The worst moment: its dead letters committed, the evolved table's data not.
+    more = [(None, f'{{"id": {i}, "page": "p{i}", "ref": "r{i}"}}'.encode(), 0) for i in range(20, 30)]
+    more[2:2] = [(b"bad", b"<click/>", 0)]
+    more[6:6] = [(b"bad", b"true", 0)]
+    produce_keyed(topic, more)
+    crashed = run_cli(scenario.write_config(tmp_path / "direct.yaml", **settings("direct")),
+                      env={faults.ENV: "after-dead-letters:1"})  # fmt: skip
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert "SIGKILL at after-dead-letters of batch 1" in crashed.stderr
+    timings = {side: run(spark, scenario, settings(side)) for side in SIDES}
+    assert one_pass(timings["direct"]) == [True], "the replay: evolved and written in one pass"
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in SIDES}
+    assert found["direct"] == found["spark"], "the same dead letters, once each"
+    assert [r[8] for r in found["direct"]].count("JsonParseError") == 3
     table = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_clicks" for side in SIDES}
-    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(20))
+    got = spark.table(table["direct"])
+    assert got.columns == ["id", "page", "ref"]
+    assert sorted(r.id for r in got.collect()) == list(range(30))
     assert rows(spark, table["direct"]) == rows(spark, table["spark"])
     assert table_offsets(spark, table["direct"]) == end_offsets(topic)

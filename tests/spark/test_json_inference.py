@@ -37,6 +37,8 @@ INFERRED: dict[str, list[bytes | None]] = {
     "whitespace around": [b'  {"id": 8}\n', b'\t{"id": 9}'],
     "long bounds": [b'{"a": 9223372036854775807, "b": -9223372036854775808}'],
     "no value at all": [None, b'{"a": null}'],
+    # Dead letters in Spark's path: no column (tasks/dead_letters.json_problem).
+    "beside records that are not JSON objects": [b'{"id": 1}', b"3", b"", b"not json", b'{"id": 2, "n', b"[1]"],
 }
 
 # Samples left to Spark: a type Spark would settle otherwise, or text Python's parser is unsure of.
@@ -51,7 +53,6 @@ LEFT_TO_SPARK: dict[str, list[bytes | None]] = {
     "a key twice": [b'{"v": 1, "v": 2}'],
     "an empty key": [b'{"": 1, "v": 2}'],
     "a top-level array": [b'[{"v": 1}]'],
-    "a top-level scalar": [b"3"],
     "trailing text": [b'{"v": 1} x'],
     "not UTF-8": [b'{"v": "\xff"}'],
     "not JSON": [b"{v: 1}"],

@@ -9,7 +9,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from icesink.tasks.dead_letters import MAX_LETTERS, NOT_FRAMED, NULL_VALUE, Letter, avro_letters, decoded, encoded
+from icesink.tasks.dead_letters import (
+    EMPTY_VALUE,
+    MAX_LETTERS,
+    NOT_AN_OBJECT,
+    NOT_FRAMED,
+    NOT_JSON,
+    NULL_VALUE,
+    Letter,
+    avro_letters,
+    decoded,
+    encoded,
+)
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
 from icesink.tasks.one_pass import direct_fn
@@ -78,6 +89,23 @@ def test_a_task_reports_its_dead_letters_beside_its_files(tmp_path: Path) -> Non
     assert decoded(found[1]["letters"]) == [Letter("t", 1, 101, *NULL_VALUE), Letter("t", 1, 103, *NULL_VALUE)]
 
 
+def test_json_values_that_are_not_objects_are_letters_and_a_new_column_still_declines(tmp_path: Path) -> None:
+    found = one_pass_rows(tmp_path, [b'{"id": 1}', b"oops", b"", b"[3]", b'{"id": 2'])
+    assert [(r["table"], r["declined"], r["record_count"]) for r in found] == [(0, False, 1), (0, False, None)]
+    assert decoded(found[1]["letters"]) == [
+        Letter("t", 1, 101, *NOT_JSON), Letter("t", 1, 102, *EMPTY_VALUE),
+        Letter("t", 1, 103, *NOT_AN_OBJECT), Letter("t", 1, 104, *NOT_JSON),
+    ]  # fmt: skip
+    for undecided in (b'{"id": 1, "new": 2}', b"{'id': 1}", b'{"id": 1} trailing'):
+        found = one_pass_rows(tmp_path, [b"oops", undecided])
+        assert [(r["declined"], r["letters"]) for r in found] == [(True, None)], undecided
+
+
 def test_a_task_with_more_dead_letters_than_the_driver_reads_back_declines_the_table(tmp_path: Path) -> None:
     found = one_pass_rows(tmp_path, [b'{"id": 1}'] + [None] * (MAX_LETTERS + 1))
     assert [(r["table"], r["declined"], r["letters"]) for r in found] == [(0, True, None)]
+    found = one_pass_rows(tmp_path, [b'{"id": 1}'] + [None, b"x"] * (MAX_LETTERS // 2))
+    assert [(r["declined"], len(decoded(r["letters"])) if r["letters"] else 0) for r in found] == [
+        (False, 0),
+        (False, MAX_LETTERS),
+    ], "up to MAX_LETTERS, of any kind"

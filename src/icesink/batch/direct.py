@@ -228,8 +228,8 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
     if isinstance(d.decoder, DirectConnect):
         return "a record the one-pass Connect JSON decoder does not take (a schema with a new column or another type)"
     return (
-        "a record the one-pass JSON decoder does not take (a new column, another type, not a JSON object), or "
-        f"more than {MAX_LETTERS} dead letters"
+        "a record the one-pass JSON decoder does not take (a new column, another type, text Spark's reader may "
+        f"read otherwise, such as single quotes or text after the object), or more than {MAX_LETTERS} dead letters"
     )
 
 

@@ -8,6 +8,8 @@ Python's parser takes (stricter than Jackson's with Spark's options: no single q
 zeros, trailing text or control characters), of objects, arrays, strings, booleans, nulls and
 numbers within a long or a finite double, no key twice in an object, no empty key. Anything else
 (`None`) is left to Spark's inference, which makes the same columns the same way it always did.
+Records Spark's path makes dead letters of, beyond doubt (tasks/dead_letters.json_problem: empty,
+not JSON, a scalar or an array without objects), add no column there and none here.
 The rules kept, as Spark has them:
 
 - an integer is a long, a number with a fraction or an exponent a double, a string a string (no
@@ -42,6 +44,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from icesink.tasks.dead_letters import json_problem
+
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 # A Confluent JSONSerializer's frame: a zero byte and a 4-byte schema id before the JSON text.
 _FRAME = 5
@@ -61,9 +65,9 @@ def inferred(values: Iterable[bytes | None]) -> StructType | None:
         for value in values:
             if value is None:
                 continue
-            record = _parsed(value)
-            if type(record) is not dict:
-                raise _UnsureError
+            record = _record(value)
+            if record is None:
+                continue
             shape = _shape(record)
             if shape not in shapes:
                 shapes.add(shape)
@@ -72,6 +76,20 @@ def inferred(values: Iterable[bytes | None]) -> StructType | None:
         return None
     kept = _without_nulls(row)
     return kept if isinstance(kept, StructType) else StructType([])
+
+
+def _record(value: bytes) -> dict[str, Any] | None:
+    """The record's object, or None for a value Spark's path makes a dead letter of (which adds no
+    column: Spark's inference types it as the corrupt-record column, which the table does not get)."""
+    try:
+        record = _parsed(value)
+    except _UnsureError:
+        record = None
+    if type(record) is dict:
+        return record
+    if json_problem(value) is None:
+        raise _UnsureError
+    return None
 
 
 def _parsed(value: bytes) -> Any:

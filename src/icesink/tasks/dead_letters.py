@@ -3,16 +3,20 @@ words: their table's other records then stay on the one-pass path, and the drive
 to the dead-letter table from Kafka's own bytes (batch/direct_letters.py).
 
 Only what leaves no doubt is judged here, for append tables (a table of changes reads a null
-value as a tombstone): a null value (`NULL_VALUE`, JSON and Avro) and an Avro value that is
-neither Confluent-framed nor named by a schema-id header (`NOT_FRAMED`). The wording is Spark's
-path's (batch/decode/json_rows.py, batch/decode/avro.py; pinned in tests/unit/test_direct_letters.py).
-Any other doubtful record still declines its table. Pure: no Spark.
+value as a tombstone): a null value (`NULL_VALUE`, JSON and Avro); an Avro value that is neither
+Confluent-framed nor named by a schema-id header (`NOT_FRAMED`); a plain JSON value that is empty,
+not JSON, or JSON but not an object (`json_problem`). The wording is Spark's path's
+(batch/decode/json_rows.py, batch/decode/avro.py; pinned in tests/unit/test_direct_letters.py, and
+`json_problem` against Spark's path in tests/spark/test_json_letters.py). Any other doubtful
+record still declines its table. Pure: no Spark.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -39,6 +43,77 @@ MAX_LETTERS = 1_000
 # (stage, error class, message), as Spark's path words them for the record's `value` column.
 NULL_VALUE = ("decode", "NullValue", "null value (tombstone) for an append-only table")
 NOT_FRAMED = ("header", "NotConfluentFramed", "no 0x00 magic byte and schema id")
+EMPTY_VALUE = ("decode", "EmptyValue", "empty value")
+NOT_JSON = ("decode", "JsonParseError", "not valid JSON")
+NOT_AN_OBJECT = ("decode", "JsonTypeError", "a JSON value that is not an object")
+
+_JSON_SPACE = " \t\r\n"
+# The characters a JSON value can start with (strict JSON, which Spark's `try_parse_json` reads).
+_VALUE_STARTS = frozenset('{["-0123456789tfn')
+_LONG = range(-(2**63), 2**63)
+
+
+def json_problem(value: bytes) -> tuple[str, str, str] | None:
+    """Spark's path's (stage, error class, message) for a plain JSON value the one-pass decoder
+    did not take, when it is beyond doubt a dead letter there; None when it may be a row (an
+    object with a new key, single quotes, trailing text: Jackson with Spark's options reads more
+    than strict JSON) or Spark's verdict is not certain here.
+
+    Spark's path (json_rows._reason) reads the value, unframed, as text (invalid UTF-8 becoming
+    U+FFFD), parses it leniently as an object (from_json), and words a failure by whether the text
+    is strict JSON (try_parse_json). Certain here: nothing but whitespace (`EMPTY_VALUE`); text no
+    strict JSON value starts like (a root that is not an object fails the parse as an object), or
+    that ends inside its first value (`NOT_JSON`: no parser reads it);
+    strict JSON that is a scalar or an array without objects at any depth (`NOT_AN_OBJECT`; an
+    array of objects is left: Spark's inference takes their fields)."""
+    if len(value) >= 5 and value[0] == 0:
+        value = value[5:]
+    text = value.decode("utf-8", errors="replace").strip(_JSON_SPACE)
+    if not text:
+        return EMPTY_VALUE
+    if text[0] not in _VALUE_STARTS or _no_strict_value(text):
+        return NOT_JSON
+    try:
+        found = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return NOT_JSON if _ends_inside(text) else None
+    return NOT_AN_OBJECT if type(found) is not dict and _plain(found) else None
+
+
+def _no_strict_value(text: str) -> bool:
+    """Whether `text`, not an object or an array, starts with no strict JSON value: Spark's parse
+    as an object fails on any such text, and strict JSON on this one (`-Infinity`, `nope`)."""
+    if text[0] == "-":
+        return len(text) == 1 or not text[1].isascii() or not text[1].isdigit()
+    if text[0] in "tfn":
+        return not text.startswith(("true", "false", "null"))
+    return False
+
+
+def _ends_inside(text: str) -> bool:
+    """Whether Python's reader (stricter than Jackson's with Spark's options) read `text` to its
+    end and wanted more (a string or a value cut short): every parser reads that far and fails."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        # Python says a string is unterminated only at the text's end (a control character or a
+        # bad escape before it is another error).
+        return e.pos == len(text) or e.msg.startswith("Unterminated string")
+    except (ValueError, RecursionError):
+        return False
+    return False
+
+
+def _plain(value: Any) -> bool:
+    """A JSON value without objects (at any depth) that strict parsers read alike."""
+    kind = type(value)
+    if kind is list:
+        return all(_plain(v) for v in value)
+    if kind is int:
+        return value in _LONG
+    if kind is float:
+        return math.isfinite(value)
+    return kind in (str, bool, type(None))
 
 
 def encoded(letters: Sequence[Letter]) -> bytes:

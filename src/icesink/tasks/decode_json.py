@@ -7,7 +7,8 @@ for a double, a string, a boolean, an array of those, or null). Anything else, i
 the table lacks, a value of another type (Spark turns a number into a string column's text; this
 path does not try), text that is not valid UTF-8 or JSON, a tombstone. A declined record sends all
 of its table's records of the batch the usual way (Spark's decoder, the second pass, dead
-letters), so this module never decides what a doubtful record means. Pure: no Spark.
+letters) unless it is beyond doubt a dead letter there (tasks/dead_letters.json_problem, judged
+by the task's loop), so this module never decides what a doubtful record means. Pure: no Spark.
 
 Records are parsed by orjson (half the time of Python's reader) and checked a column at a time.
 One difference from Python's reader: orjson reads an integer beyond 64 bits as the nearest

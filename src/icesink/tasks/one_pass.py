@@ -5,7 +5,9 @@ Parquet files, returning one `DIRECT_DDL` row per file written, per table declin
 of changes (the fingerprints of the keys it wrote). The driver's side is batch/direct.py.
 
 A table is declined, and its files never committed, when one of its records is not taken (the
-decoders say which) or Arrow refuses a value; its share of the batch then goes Spark's way. An Avro
+decoders say which) or Arrow refuses a value; its share of the batch then goes Spark's way. A
+record of an append table that is beyond doubt a dead letter there is one here instead
+(tasks/dead_letters.py), and its table stays. An Avro
 table declined for records of writer schemas it was not given reports their frames (every one its
 records carry, the rest of its records only looked at): the driver may learn them, evolve the
 table and run it again in one pass (batch/direct_rounds.py).
@@ -25,7 +27,7 @@ import pyarrow.compute as pc
 from icesink.kafka import reader
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
-from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, avro_letters, encoded
+from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, avro_letters, encoded, json_problem
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
 from icesink.tasks.table_out import NAMED, ORDER, REFUSED, DirectTable, TableOut, avro_rows, finish, flush_or_decline
@@ -129,12 +131,9 @@ def _json_records(
             assert out.rows is not None
             if not first <= offset <= last:
                 continue
-            if value is None and out.table.letters:
-                out.letters.append(Letter(topic, partition, offset, *NULL_VALUE))
-                if len(out.letters) > MAX_LETTERS:
-                    decline(i)
-            elif not out.rows.add(value, (topic, partition, offset), key):
-                decline(i)
+            at = (topic, partition, offset)
+            if not out.rows.add(value, at, key):
+                _not_taken(out, i, value, at, decline)
 
 
 def _take(
@@ -174,16 +173,25 @@ def _json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
             decline(i)
         return
     add = out.rows.add
-    for at, value in enumerate(batch.column("value").to_pylist()):
-        if value is None and out.table.letters:
-            topic, partition, offset = (batch.column(n)[at].as_py() for n in ("topic", "partition", "offset"))
-            out.letters.append(Letter(topic, partition, offset, *NULL_VALUE))
-            if len(out.letters) > MAX_LETTERS:
-                decline(i)
+    for row, value in enumerate(batch.column("value").to_pylist()):
+        if not add(value):
+            topic, partition, offset = (batch.column(n)[row].as_py() for n in ("topic", "partition", "offset"))
+            if not _not_taken(out, i, value, (topic, partition, offset), decline):
                 return
-        elif not add(value):
-            decline(i)
-            return
+
+
+def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, int], decline: Any) -> bool:
+    """A JSON record the table's rows did not take: its dead letter (an append table's null value,
+    or a value beyond doubt not an object: tasks/dead_letters.json_problem), or else its table
+    declined, as it is past `MAX_LETTERS` letters. False when the table was declined."""
+    why = None
+    if out.table.letters:
+        why = NULL_VALUE if value is None else json_problem(value)
+    if why is not None and len(out.letters) < MAX_LETTERS:
+        out.letters.append(Letter(*at, *why))
+        return True
+    decline(i)
+    return False
 
 
 def _avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
