@@ -1,8 +1,9 @@
-"""Dead letters of the one-pass job (tasks/dead_letters.py): the null values and unframed values of
-an Avro append table, the null, empty, not-JSON and not-object values of a JSON one, become the
-dead letters Spark's path makes of them, byte for byte (key, value, headers, timestamp, stage,
-class, message), while the table's other records stay on the one-pass path; once and only once
-after a crash between the dead-letter table's commit and the table's."""
+"""Dead letters of the one-pass job (tasks/dead_letters.py): the null values, unframed values and
+bodies that do not decode of an Avro append table, the null, empty, not-JSON and not-object
+values of a JSON one, become the dead letters Spark's path makes of them, byte for byte (key,
+value, headers, timestamp, stage, class, message), while the table's other records stay on the
+one-pass path; once and only once after a crash between the dead-letter table's commit and the
+table's."""
 
 from __future__ import annotations
 
@@ -54,13 +55,14 @@ def one_pass(timings: list[BatchTimings]) -> list[bool]:
     return ["direct" in t.steps and "decode" not in t.steps for t in timings]
 
 
-def test_avro_null_and_unframed_values_are_dead_letters_of_the_one_pass_job(
+def test_avro_null_unframed_and_undecodable_values_are_dead_letters_of_the_one_pass_job(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     topic = scenario.topic("events")
     create_topics(topic, partitions=2)
-    good = avro_values(topic, SCHEMA, [event(i) for i in range(40)])
-    junk: list[bytes | None] = [b'{"id": 1}', b"\x00\x01", None, b"", b"\x01" + good[0][1:]]
+    good = avro_values(topic, SCHEMA, [event(i) for i in range(48)])
+    cut = good[1][:-30]  # a body cut short: Avro's reader cannot decode it
+    junk: list[bytes | None] = [b'{"id": 1}', b"\x00\x01", None, b"", b"\x01" + good[0][1:], cut]
     records: list[tuple[bytes | None, bytes | None, int]] = []
     for i, value in enumerate(good):
         records.append((f"k{i}".encode(), value, i % 2))
@@ -82,7 +84,7 @@ def test_avro_null_and_unframed_values_are_dead_letters_of_the_one_pass_job(
                       env={faults.ENV: "after-dead-letters:0"})  # fmt: skip
     assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
     assert "SIGKILL at after-dead-letters of batch 0" in crashed.stderr
-    assert len(dead_letters(spark, f"{scenario.namespace}_direct")) == 5
+    assert len(dead_letters(spark, f"{scenario.namespace}_direct")) == 6
     table = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_events" for side in SIDES}
     assert not snapshots(spark, table["direct"]), "created, nothing committed"
 
@@ -93,9 +95,9 @@ def test_avro_null_and_unframed_values_are_dead_letters_of_the_one_pass_job(
     assert found["direct"] == found["spark"], "the same dead letters, once each"
     assert {(r[5], r[8]) for r in found["direct"]} == {
         (b'{"id": 1}', "NotConfluentFramed"), (b"\x00\x01", "NotConfluentFramed"), (None, "NullValue"),
-        (b"", "NotConfluentFramed"), (b"\x01" + good[0][1:], "NotConfluentFramed"),
+        (b"", "NotConfluentFramed"), (b"\x01" + good[0][1:], "NotConfluentFramed"), (cut, "AvroDecodeError"),
     }  # fmt: skip
-    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(40))
+    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(48))
     assert rows(spark, table["direct"]) == rows(spark, table["spark"])
     assert table_offsets(spark, table["direct"]) == end_offsets(topic)
 

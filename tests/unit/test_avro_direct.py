@@ -35,7 +35,9 @@ from pyspark.sql import types as T
 from icesink.batch.avro_types import avro_type, writer_struct
 from icesink.batch.direct_avro import direct_avro
 from icesink.kafka import wire
+from icesink.tasks.avro_records import new_frames
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
+from icesink.tasks.table_out import NAMED
 
 V1: dict[str, Any] = {
     "type": "record",
@@ -313,13 +315,13 @@ def test_a_declined_batch_says_which_writer_schemas_it_was_not_given() -> None:
     short values or records whose schema is named in a header (their first bytes are data)."""
     values = [GOOD, framed(3, V1, record(2)), None, b"\x00\x00", b'{"id": 1}', framed(7, V1, record(3)),
               framed(3, V1, record(4)), wire.id_key(9) + GOOD[5:]]  # fmt: skip
-    rows = AvroRows(direct(), schema_to_pyarrow(TABLE))
     named = [False] * 7 + [True]
-    assert rows.new_frames(pa.array(values, pa.binary()), pa.array(named, pa.bool_())) == {
-        wire.id_key(3),
-        wire.id_key(7),
-    }
-    assert rows.new_frames(pa.array([GOOD, framed(2, V2, {**record(1), "extra": 1})], pa.binary())) == set()
+    records = pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary()), NAMED: pa.array(named)})
+    assert new_frames(direct(), records) == {wire.id_key(3), wire.id_key(7)}
+    records = pa.RecordBatch.from_pydict(
+        {"value": pa.array([GOOD, framed(2, V2, {**record(1), "extra": 1})], pa.binary())}
+    )
+    assert new_frames(direct(), records) == set()
 
 
 def test_a_record_naming_its_schema_in_a_header_is_declined() -> None:

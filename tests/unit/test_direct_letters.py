@@ -20,6 +20,7 @@ from icesink.tasks.dead_letters import (
     avro_letters,
     decoded,
     encoded,
+    undecodable_letters,
 )
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
@@ -56,6 +57,17 @@ def test_a_value_named_by_a_header_is_decoded_not_judged() -> None:
     kept, letters = avro_letters(batch([b"raw avro body", None, b"x"], [True, True, None]), NAMED)
     assert kept.column("offset").to_pylist() == [100]
     assert sorted(letters) == [Letter("t", 1, 101, *NULL_VALUE), Letter("t", 1, 102, *NOT_FRAMED)]
+
+
+def test_avro_bodies_java_cannot_decode_are_letters_naming_their_writer_schema() -> None:
+    schema = {"type": "record", "name": "R", "fields": [{"name": "s", "type": "string"}]}
+    frame = b"\x00\x00\x00\x01\x2c"  # schema id 300
+    good, cut, trailing = frame + b"\x04ok", frame + b"\x08ok", frame + b"\x04ok!"
+    other = b"\x00\x00\x00\x00\x07\x08ok"  # a writer schema not given: not judged here
+    kept, letters = undecodable_letters(batch([good, cut, trailing, other, cut], [None, None, None, None, True]),
+                                        {frame: schema}, NAMED)  # fmt: skip
+    assert kept.column("offset").to_pylist() == [100, 102, 103, 104]
+    assert letters == [Letter("t", 1, 101, "decode", "AvroDecodeError", "body does not decode with writer schema 300")]
 
 
 def test_nothing_to_judge_keeps_the_batch_as_it_is() -> None:

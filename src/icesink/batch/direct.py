@@ -222,8 +222,8 @@ def _why(d: DirectItem, i: int, found: Outcome) -> str:
         )
     if isinstance(d.decoder, DirectAvro):
         return (
-            "a record the one-pass Avro decoder does not take (another schema id, a body that does not decode, a "
-            f"value out of range), or more than {MAX_LETTERS} dead letters"
+            "a record the one-pass Avro decoder does not take (another schema id, a body Spark's reader may read "
+            f"otherwise, a value out of range), or more than {MAX_LETTERS} dead letters"
         )
     if isinstance(d.decoder, DirectConnect):
         return "a record the one-pass Connect JSON decoder does not take (a schema with a new column or another type)"

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from icesink.tasks.avro_bodies import undecodable
 
 
 class Letter(NamedTuple):
@@ -147,3 +149,31 @@ def avro_letters(batch: pa.RecordBatch, named: str) -> tuple[pa.RecordBatch, lis
         coordinates = zip(*(mine.column(c).to_pylist() for c in ("topic", "partition", "offset")), strict=True)
         letters += [Letter(t, p, o, *reason) for t, p, o in coordinates]
     return batch.filter(pc.invert(bad)), letters
+
+
+def undecodable_letters(
+    batch: pa.RecordBatch, schemas: Mapping[bytes, Any], named: str
+) -> tuple[pa.RecordBatch, list[Letter]]:  # fmt: skip
+    """An Avro append table's framed records of `batch` split into the letters of those whose
+    bodies Avro's Java reader cannot decode with their writer schema (`schemas`, by frame: Spark's
+    path's `AvroDecodeError`), and the others. Records named by a header (`named`) are not judged."""
+    values = batch.column("value").to_pylist()
+    headers = batch.column(named).to_pylist() if named in batch.schema.names else [None] * len(values)
+    bad = []
+    for value, header in zip(values, headers, strict=True):
+        schema = schemas.get(value[:5]) if value is not None and not header else None
+        bad.append(schema is not None and undecodable(schema, value[5:]))
+    if not any(bad):
+        return batch, []
+    mask = pa.array(bad, pa.bool_())
+    mine = batch.filter(mask)
+    coordinates = zip(*(mine.column(c).to_pylist() for c in ("topic", "partition", "offset", "value")), strict=True)
+    letters = [
+        Letter(t, p, o, "decode", "AvroDecodeError", f"body does not decode with writer schema {_schema_id(v)}")
+        for t, p, o, v in coordinates
+    ]
+    return batch.filter(pc.invert(mask)), letters
+
+
+def _schema_id(value: bytes) -> int:
+    return int.from_bytes(value[1:5], "big")

@@ -16,7 +16,8 @@ framed with one of them, every body decoding to its end, every union index (at a
 decimal valid, every Debezium semantic value converted exactly (tasks/semantic_values.py), every
 change event one Spark's path would take (tasks/envelope_rows.py). Anything else declines the
 table's share of the batch, which then goes through Spark's decoder (new schema ids, dead
-letters). Pure: no Spark session; polars is imported on first use.
+letters), but for the bodies Avro's reader cannot decode, which the task's loop makes dead letters
+of and reads the others again (tasks/avro_records.py). Pure: no Spark session; polars is imported on first use.
 """
 
 from __future__ import annotations
@@ -212,17 +213,6 @@ class AvroRows:
                 [*carry.slice(0, 0).columns, *empty.columns], names=[*carry.column_names, *empty.column_names]
             )
         )
-
-    def new_frames(self, values: pa.Array, named: pa.Array | None = None) -> set[bytes]:
-        """The frames of `values` (Confluent-framed records not named in a header) that name none
-        of the writer schemas it decodes: schemas the driver may look up, evolving the table, to
-        run the table again in one pass (batch/direct_rounds.py)."""
-        if named is not None:
-            values = values.filter(pc.invert(named))
-        framed = pc.and_(pc.is_valid(values), pc.greater_equal(pc.binary_length(values), wire.HEADER_SIZE))
-        frames = pc.unique(pc.binary_slice(values.filter(framed), 0, wire.HEADER_SIZE)).to_pylist()
-        known = {w.frame for w in self._direct.writers}
-        return {f for f in frames if f[0] == wire.MAGIC and f not in known}
 
     def _decoded(self, w: DirectWriter, values: pa.Array) -> pa.Table | None:
         decoded = self._read(self._headers[w.frame], values, [*w.fields, _END])

@@ -22,15 +22,16 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from icesink.kafka import reader
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
-from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, avro_letters, encoded, json_problem
+from icesink.tasks.avro_records import avro_records, more_frames
+from icesink.tasks.dead_letters import encoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
-from icesink.tasks.table_out import NAMED, ORDER, REFUSED, DirectTable, TableOut, avro_rows, finish, flush_or_decline
+from icesink.tasks.json_records import json_records, json_values
+from icesink.tasks.table_out import NAMED, DirectTable, TableOut, finish, flush_or_decline
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
@@ -117,25 +118,6 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
     return run
 
 
-def _json_records(
-    batch: pa.RecordBatch, by_topic: Mapping[str, list[int]], outs: dict[int, TableOut], decline: Any
-) -> None:  # fmt: skip
-    columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
-    keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * len(batch)
-    for topic, partition, offset, value, key in zip(*columns, keys, strict=True):
-        for i in by_topic.get(topic, ()):
-            out = outs.get(i)
-            if out is None:
-                continue
-            first, last = out.table.takes.get((topic, partition), (1, 0))
-            assert out.rows is not None
-            if not first <= offset <= last:
-                continue
-            at = (topic, partition, offset)
-            if not out.rows.add(value, at, key):
-                _not_taken(out, i, value, at, decline)
-
-
 def _take(
     batches: Iterator[pa.RecordBatch], outs: dict[int, TableOut], tables: Sequence[DirectTable],
     by_topic: Mapping[str, list[int]], avro: list[int], decline: Any,
@@ -148,105 +130,17 @@ def _take(
     for batch in batches:
         if alone is not None:
             if alone in outs:
-                _json_values(batch, outs[alone], alone, decline)
+                json_values(batch, outs[alone], alone, decline)
         elif by_topic:
-            _json_records(batch, by_topic, outs, decline)
+            json_records(batch, by_topic, outs, decline)
         for i in avro:
             out = outs.get(i)
             if out is not None:
-                _avro_records(batch, out, i, decline)
+                avro_records(batch, out, i, decline)
             elif i in seeking:
-                _more_frames(batch, *seeking[i])
+                more_frames(batch, *seeking[i])
         for i in [i for i, out in outs.items() if out.due]:
             flush_or_decline(outs, i, decline)
-
-
-def _json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
-    """`_json_records` for the one JSON table of the job, which takes every record it reads: a
-    table of changes gets the batch's coordinates as its columns, a keyed table its keys."""
-    assert out.rows is not None
-    table = out.table
-    if table.changes is not None or table.key_column is not None:
-        coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
-        keys = batch.column("key").to_pylist() if table.key_column is not None else None
-        if not out.rows.add_all(batch.column("value").to_pylist(), coordinates, keys):
-            decline(i)
-        return
-    add = out.rows.add
-    for row, value in enumerate(batch.column("value").to_pylist()):
-        if not add(value):
-            topic, partition, offset = (batch.column(n)[row].as_py() for n in ("topic", "partition", "offset"))
-            if not _not_taken(out, i, value, (topic, partition, offset), decline):
-                return
-
-
-def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, int], decline: Any) -> bool:
-    """A JSON record the table's rows did not take: its dead letter (an append table's null value,
-    or a value beyond doubt not an object: tasks/dead_letters.json_problem), or else its table
-    declined, as it is past `MAX_LETTERS` letters. False when the table was declined."""
-    why = None
-    if out.table.letters:
-        why = NULL_VALUE if value is None else json_problem(value)
-    if why is not None and len(out.letters) < MAX_LETTERS:
-        out.letters.append(Letter(*at, *why))
-        return True
-    decline(i)
-    return False
-
-
-def _avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
-    """The table's records of `batch`, decoded in one go; the table is declined if one is not taken."""
-    mask = True if out.table.takes_all else taken_mask(batch, out.table.takes)
-    if mask is None:
-        return
-    mine = batch if mask is True else batch.filter(mask)
-    if out.table.letters:
-        mine, letters = avro_letters(mine, NAMED)
-        out.letters += letters
-        if len(out.letters) > MAX_LETTERS:
-            decline(i)
-            return
-        if not mine.num_rows:
-            return
-    try:
-        rows = avro_rows(out, mine)
-    except REFUSED:
-        rows = None
-    changes = out.table.changes is not None
-    if rows is None:
-        assert out.avro is not None
-        named = mine.column(NAMED) if NAMED in mine.schema.names else None
-        decline(i, out.avro.new_frames(mine.column("value"), named))
-    elif changes and not out.add_changes(rows):
-        decline(i)
-    elif not changes:
-        out.add(rows)
-
-
-def _more_frames(batch: pa.RecordBatch, out: TableOut, frames: set[bytes]) -> None:
-    """The frames of writer schemas `out`'s table was not given among its records of `batch`."""
-    mask = True if out.table.takes_all else taken_mask(batch, out.table.takes)
-    if mask is not None:
-        mine = batch if mask is True else batch.filter(mask)
-        assert out.avro is not None
-        frames |= out.avro.new_frames(mine.column("value"), mine.column(NAMED) if NAMED in mine.schema.names else None)
-
-
-def taken_mask(batch: pa.RecordBatch, takes: Mapping[tuple[str, int], tuple[int, int]]) -> Any:
-    """Which of the batch's records a table takes (its topic-partitions, within its offsets): an
-    Arrow mask, True for all of them, None for none."""
-    topic, partition, offset = (batch.column(n) for n in ("topic", "partition", "offset"))
-    mask = None
-    for (t, p), (first, last) in takes.items():
-        here = pc.and_(pc.equal(topic, t), pc.equal(partition, p))
-        here = pc.and_(here, pc.and_(pc.greater_equal(offset, first), pc.less_equal(offset, last)))
-        mask = here if mask is None else pc.or_(mask, here)
-    if mask is None:
-        return None
-    count = pc.sum(mask).as_py() or 0
-    if count == 0:
-        return None
-    return True if count == len(batch) else mask
 
 
 def results(

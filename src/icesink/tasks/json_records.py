@@ -1,0 +1,68 @@
+"""A one-pass task's plain JSON records (and Kafka Connect JSON's) into their tables' rows
+(tasks/plain_rows.py, tasks/connect_values.py): a record a table's rows do not take is its dead
+letter when Spark's path beyond doubt makes one of it (an append table's), else it declines the
+table (tasks/one_pass.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
+from icesink.tasks.table_out import ORDER, TableOut
+
+
+def json_records(
+    batch: pa.RecordBatch, by_topic: Mapping[str, list[int]], outs: dict[int, TableOut], decline: Any
+) -> None:  # fmt: skip
+    """Each record of `batch` into the rows of the JSON tables that take it (`by_topic`, within
+    their offsets), a record at a time."""
+    columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
+    keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * len(batch)
+    for topic, partition, offset, value, key in zip(*columns, keys, strict=True):
+        for i in by_topic.get(topic, ()):
+            out = outs.get(i)
+            if out is None:
+                continue
+            first, last = out.table.takes.get((topic, partition), (1, 0))
+            assert out.rows is not None
+            if not first <= offset <= last:
+                continue
+            at = (topic, partition, offset)
+            if not out.rows.add(value, at, key):
+                _not_taken(out, i, value, at, decline)
+
+
+def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
+    """`json_records` for the one JSON table of the job, which takes every record it reads: a
+    table of changes gets the batch's coordinates as its columns, a keyed table its keys."""
+    assert out.rows is not None
+    table = out.table
+    if table.changes is not None or table.key_column is not None:
+        coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
+        keys = batch.column("key").to_pylist() if table.key_column is not None else None
+        if not out.rows.add_all(batch.column("value").to_pylist(), coordinates, keys):
+            decline(i)
+        return
+    add = out.rows.add
+    for row, value in enumerate(batch.column("value").to_pylist()):
+        if not add(value):
+            topic, partition, offset = (batch.column(n)[row].as_py() for n in ("topic", "partition", "offset"))
+            if not _not_taken(out, i, value, (topic, partition, offset), decline):
+                return
+
+
+def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, int], decline: Any) -> bool:
+    """A JSON record the table's rows did not take: its dead letter (an append table's null value,
+    or a value beyond doubt not an object: tasks/dead_letters.json_problem), or else its table
+    declined, as it is past `MAX_LETTERS` letters. False when the table was declined."""
+    why = None
+    if out.table.letters:
+        why = NULL_VALUE if value is None else json_problem(value)
+    if why is not None and len(out.letters) < MAX_LETTERS:
+        out.letters.append(Letter(*at, *why))
+        return True
+    decline(i)
+    return False
