@@ -9,8 +9,11 @@ with fresh records; the figure is the median batch time from the batch handler's
 steps too). Printed: both medians, the ratio, and the step times of the median batch.
 
     python -m dev.bench.fanout [--tables 200] [--records 50] [--repeat 3] [--parallelism 1,8]
+                               [--commit both|together|apart]
 
---parallelism runs the many-table side once per `job.table_parallelism` value given.
+--parallelism runs the many-table side once per `job.table_parallelism` value given; --commit once
+with the batch's tables committed in one catalog request (`catalog.multi_table_commit: true`, the
+default), once table by table (false), or both (the default).
 """
 
 from __future__ import annotations
@@ -48,11 +51,16 @@ def produce_round(topics: list[str], per_topic: int, start: int) -> None:
 CATALOG_PROPERTIES: dict[str, str] = {}  # --catalog-property
 
 
-def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None) -> Config:
+def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None, together: bool = True) -> Config:
     raw: dict[str, Any] = {
         "job": {"name": f"fanout-{tag}", "checkpoint_location": str(checkpoint), "trigger": {"mode": "available-now"}},
         "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": pattern},
-        "catalog": {"name": "icesink", "uri": CATALOG_URI, "properties": dict(CATALOG_PROPERTIES)},
+        "catalog": {
+            "name": "icesink",
+            "uri": CATALOG_URI,
+            "properties": dict(CATALOG_PROPERTIES),
+            "multi_table_commit": together,
+        },
         "s3": {"endpoint": S3_ENDPOINT},
         "tables": {"namespace": f"bench_{tag}"},
         "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
@@ -94,6 +102,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="measured batches per side (median)")
     parser.add_argument("--parallelism", default="", help="job.table_parallelism values, comma-separated")
     parser.add_argument(
+        "--commit", choices=("both", "together", "apart"), default="both",
+        help="the many-table side with catalog.multi_table_commit true (together), false (apart), or each",
+    )  # fmt: skip
+    parser.add_argument(
         "--catalog-property", action="append", default=[], metavar="KEY=VALUE",
         help="a catalog.properties entry for both sides (repeatable), e.g. rest-metrics-reporting-enabled=false",
     )  # fmt: skip
@@ -113,15 +125,19 @@ def main() -> None:
     print(f"one table: {total} records per batch from 1 topic", flush=True)
     single = median_batch(batches(spark, config_for(tag, f"^{one}$", work / "cp-one", None), [one], total, args.repeat))
     results = []
+    modes = {"both": (True, False), "together": (True,), "apart": (False,)}[args.commit]
     for level in levels:
-        many = [f"fanout_{tag}_{level or 0}_t{i:03d}" for i in range(args.tables)]
-        create_topics(*many, partitions=1)
-        pattern = f"^fanout_{tag}_{level or 0}_t[0-9]+$"
-        cp = work / f"cp-many-{level}"
-        label = f"table_parallelism {level}" if level is not None else "default table_parallelism"
-        print(f"{args.tables} tables, {args.records} records each per batch ({label})", flush=True)
-        runs = batches(spark, config_for(tag, pattern, cp, level), many, args.records, args.repeat)
-        results.append((label, median_batch(runs)))
+        for together in modes:
+            side = f"{level or 0}_{'m' if together else 's'}"
+            many = [f"fanout_{tag}_{side}_t{i:03d}" for i in range(args.tables)]
+            create_topics(*many, partitions=1)
+            pattern = f"^fanout_{tag}_{side}_t[0-9]+$"
+            cp = work / f"cp-many-{side}"
+            label = f"table_parallelism {level}" if level is not None else "default table_parallelism"
+            label += ", one commit request" if together else ", a commit per table"
+            print(f"{args.tables} tables, {args.records} records each per batch ({label})", flush=True)
+            runs = batches(spark, config_for(tag, pattern, cp, level, together), many, args.records, args.repeat)
+            results.append((label, median_batch(runs)))
     print()
     print(f"one table, {total} records:        median batch {single.total:6.2f} s   {single.line()}")
     for label, batch in results:

@@ -315,9 +315,13 @@ def test_another_job_on_other_topics_of_the_same_table_commits_between_check_and
     assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(first, second), "both jobs' offsets"
 
 
+@pytest.mark.parametrize("together", [True, False], ids=["one-request", "per-table"])
 def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_nothing_twice(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, together: bool
 ) -> None:
+    """Another job commits one table's records between the batch's offset checks and its commit:
+    in one request (catalog.multi_table_commit), the catalog refuses the request and the tables
+    are committed one by one, as without it: the victim is refused, the others commit."""
     names = [f"t{i:02d}" for i in range(12)]
     topics = [scenario.topic(n) for n in names]
     create_topics(*topics, partitions=1)
@@ -326,9 +330,11 @@ def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_no
         ledger.good(t, 7, partition=0)
     # Batch 0 (4 records a topic: 54 x 7/84 = 4.5, floored) creates the 12 tables side by side;
     # batch 1 (the other 3 a topic) is the one fenced.
-    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 54})
+    config = scenario.write_config(
+        tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 54, "catalog.multi_table_commit": together}
+    )
 
-    env, release = pause_env(tmp_path, "before-table-commit", 1)
+    env, release = pause_env(tmp_path, "before-multi-table-commit" if together else "before-table-commit", 1)
     log = tmp_path / "job.log"
     job = start_cli(config, log, env)
     paused(release, job, log)  # every table's files written, their commits about to go
@@ -346,6 +352,7 @@ def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_no
     assert f"table {scenario.namespace}.{scenario.prefix}_{victim}: offsets changed while the batch was written" in (
         output
     )
+    assert ("the catalog refused the multi-table commit" in output) is together
     tables = [scenario.table(n) for n in names]
     union = " UNION ALL ".join(
         f"SELECT '{n}' AS t, count(*) AS snaps FROM {table}.snapshots" for n, table in zip(names, tables, strict=True)

@@ -5,7 +5,9 @@ connection is closed) or a 503/502 (`503`, `502`), as with a load balancer timin
 `outage`, every request after the lost answer also gets a 503 for `outage_s` seconds, so the
 client cannot even look whether its commit landed. The job cannot tell whether its snapshot
 landed: exactly the case it must settle from the table itself. `faults` are the ways the next
-commits' answers are lost, one commit each, in order.
+commits' answers are lost, one commit each, in order; `transaction_faults` the same for the
+multi-table commits (`POST /v1/transactions/commit`), where `unsent` answers a 503 without
+forwarding the request (nothing applied, and the client cannot know).
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ from urllib.parse import urlparse
 
 
 class CatalogProxy:
-    def __init__(self, upstream: str, faults: Sequence[str], outage_s: float = 15) -> None:
+    def __init__(
+        self, upstream: str, faults: Sequence[str], outage_s: float = 15, transaction_faults: Sequence[str] = ()
+    ) -> None:  # fmt: skip
         self.upstream = urlparse(upstream)
+        self.remaining_transactions = list(transaction_faults)
+        self.transactions = 0  # multi-table commits received
         self.outage_s = outage_s
         self.down_until = 0.0
         self.refused = 0  # requests answered 503 during an outage
@@ -48,6 +54,14 @@ class CatalogProxy:
     def _lose_this_answer(self, method: str, path: str, body: bytes) -> str | None:
         # A table commit: POST /v1/namespaces/{ns}/tables/{table} with a new snapshot.
         parts = path.split("?")[0].strip("/").split("/")
+        if method == "POST" and parts[-2:] == ["transactions", "commit"]:
+            with self._lock:
+                self.transactions += 1
+                if not self.remaining_transactions:
+                    return None
+                fault = self.remaining_transactions.pop(0)
+                self.faults.append(f"transaction {fault}")
+                return fault
         if method != "POST" or len(parts) != 5 or parts[3] != "tables" or b"add-snapshot" not in body:
             return None
         try:
@@ -91,6 +105,13 @@ class CatalogProxy:
                     self.close_connection = True
                     return
                 lose = proxy._lose_this_answer(self.command, self.path, body)
+                if lose == "unsent":
+                    self.send_response(503)
+                    self.send_header("Content-Length", "0")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.close_connection = True
+                    return
                 conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 conn.request(self.command, self.path, body=body or None, headers=headers)

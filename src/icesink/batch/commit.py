@@ -11,6 +11,7 @@ from icesink.batch.write import Written
 from icesink.iceberg.commit import CommitResult
 from icesink.iceberg.jvm import JavaObject
 from icesink.iceberg.tables import IcebergCatalog
+from icesink.iceberg.transaction import TableFiles
 from icesink.kafka.admin import GroupProgress
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
@@ -23,20 +24,36 @@ def commit_batch(
     batch_id: int, query_id: str,
 ) -> list[CommitResult]:  # fmt: skip
     """The dead-letter table first (a crash after it loses no dead letter: its offsets make a replay
-    skip those it holds), then the tables, several at once (job.table_parallelism), each fenced on
-    its own offsets. When one fails, the others still commit (a replay skips them) and the first
-    failure is raised."""
+    skip those it holds), then the tables: in one request where the catalog takes a multi-table
+    commit (iceberg/transaction.py), else (or when that request is refused or its outcome unknown)
+    several at once (job.table_parallelism), each fenced on its own offsets. When one fails, the
+    others still commit (a replay skips them) and the first failure is raised."""
     results = []
     if dead is not None:
         results.append(commit_table(ctx.catalog, *dead, batch_id, query_id))
         faults.maybe_kill("after-dead-letters", batch_id, ctx.spark)
 
+    if ctx.catalog.multi_table and len(written) > 1:
+        together = ctx.catalog.commit_together(
+            [TableFiles(w.work.plan, w.work.table, w.files, w.work.keys) for w in written], query_id, batch_id,
+            lambda fn, items: ctx.tables.map(items, fn),
+        )  # fmt: skip
+        if together is not None:
+            for w, result in zip(written, together, strict=True):
+                _committed(ctx, w, result, batch_id)
+            return results + together
+
     def commit(w: Written) -> CommitResult:
-        result = commit_table(ctx.catalog, w.work.plan, w.work.table, w.files, batch_id, query_id, w.work.keys)
-        ctx.order_bounds.committed(w.work.plan.table, result.parent_id, result.snapshot_id, w.files)
+        result = ctx.catalog.commit(w.work.table, w.files, w.work.plan, query_id, batch_id, w.work.keys)
+        _committed(ctx, w, result, batch_id)
         return result
 
     return results + ctx.tables.map(written, commit)
+
+
+def _committed(ctx: BatchContext, w: Written, result: CommitResult, batch_id: int) -> None:
+    ctx.order_bounds.committed(w.work.plan.table, result.parent_id, result.snapshot_id, w.files)
+    said(w.work.plan, result, batch_id)
 
 
 def commit_table(
@@ -45,13 +62,18 @@ def commit_table(
 ) -> CommitResult:  # fmt: skip
     """Commits the table's files (an append, or with `keys` a RowDelta) with the plan's offsets."""
     result = catalog.commit(table, files, plan, query_id, batch_id, keys)
+    said(plan, result, batch_id)
+    return result
+
+
+def said(plan: TablePlan, result: CommitResult, batch_id: int) -> None:
+    """The log line of a table's commit."""
     deletes = f", {result.deletes} key delete(s) in {result.delete_files} file(s)" if result.delete_files else ""
     log.info(
         "batch %d: table %s +%d row(s) in %d file(s)%s, snapshot %d, offsets %s",
         batch_id, plan.table, result.records, result.files, deletes, result.snapshot_id,
         ", ".join(f"{tp}->{plan.next_offsets[tp]}" for tp in plan.batch_tps),
     )  # fmt: skip
-    return result
 
 
 def commit_group(progress: GroupProgress | None, ranges: list[PartitionRange], batch_id: int) -> None:

@@ -4,6 +4,7 @@ reaches back into the handler."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,8 @@ from icesink.kafka.admin import GroupProgress
 from icesink.model import TableRef
 from icesink.runtime.parallel import TablePool
 from icesink.tasks.storage import StorageSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,12 @@ class BatchContext:
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
         storage = StorageSettings.of(config.s3)
+        catalog = IcebergCatalog(spark, config.catalog.name)
+        log.info("commits: %s", catalog.use_multi_table_commit(config.catalog.multi_table_commit))
         return cls(
             spark=spark,
             config=config,
-            catalog=IcebergCatalog(spark, config.catalog.name),
+            catalog=catalog,
             decoder=build_decoder(spark, config),
             key_decoder=build_key_decoder(spark, config),
             router=Router(config.routing.rules, config.tables.namespace),

@@ -140,6 +140,12 @@ class CatalogConfig(Section):
     warehouse: str | None = Field(None, description="warehouse location or name passed to the REST catalog")
     credential: SecretStr | None = Field(None, description="OAuth2 client credential for the catalog, if it needs one")
     properties: dict[str, str] = Field(default_factory=dict, description="extra Iceberg catalog properties")
+    multi_table_commit: bool = Field(
+        True,
+        description="commit a batch's tables in one request where the REST catalog serves POST "
+        "/v1/{prefix}/transactions/commit (all or none where the catalog applies it atomically); false: one "
+        "commit per table",
+    )
 
 
 class S3Config(Section):

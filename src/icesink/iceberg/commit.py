@@ -70,7 +70,7 @@ def commit_files(
         now = ancestry.committed_offsets(table)
         if any(now.get(tp) != plan.committed.get(tp) for tp in plan.batch_tps):
             raise _offsets_moved(ref, plan, now)
-        update = _update(spark, table, data, deletes, key_columns)
+        update = pending_update(spark, table, data, deletes, key_columns)
         intended = advance(now, plan.next_offsets)
         for k, v in codec.summary_properties(intended, query_id, batch_id).items():
             update.set(k, v)
@@ -115,24 +115,27 @@ def _offsets_moved(ref: TableRef, plan: OffsetsPlan, now: Offsets) -> CommitErro
     )
 
 
-def _update(
+def pending_update(
     spark: SparkSession,
     table: JavaObject,
     data: Sequence[WrittenFile],
     deletes: Sequence[WrittenFile],
     key_columns: Sequence[str],
+    into: JavaObject | None = None,
 ) -> JavaObject:
-    """The uncommitted snapshot: an append of `data`, or with `deletes` a RowDelta."""
+    """The uncommitted snapshot: an append of `data`, or with `deletes` a RowDelta; of the table,
+    or `into` a transaction of it (transaction.py)."""
     described = Described(spark, table)
+    target = table if into is None else into
     if not deletes:
         # A fast append, as Spark's own streaming sink commits: one new manifest, none merged (a
         # merging append cost a small batch's commit 94-105 ms against 74; `icesink maintain`
         # rewrites the manifests the appends add).
-        append = table.newFastAppend()
+        append = target.newFastAppend()
         for f in data:
             append.appendFile(described.data_file(f))
         return append
-    delta = table.newRowDelta()
+    delta = target.newRowDelta()
     for f in data:
         delta.addRows(described.data_file(f))
     ids = described.field_ids(key_columns)

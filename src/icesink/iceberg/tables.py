@@ -18,10 +18,11 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from icesink.errors import CommitError
-from icesink.iceberg import ancestry
+from icesink.iceberg import ancestry, transaction
 from icesink.iceberg.commit import CommitResult, commit_files
 from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
+from icesink.iceberg.transaction import TableFiles
 from icesink.model import Offsets, OffsetsPlan, TableRef, WrittenFile
 from icesink.schema import partitioning
 from icesink.schema.evolution import AddColumn, WidenColumn
@@ -44,6 +45,7 @@ class IcebergCatalog:
         # Requests to the catalog made here (Iceberg's own retries inside a call not counted): the
         # batch's timings line reports how many a batch needed.
         self.requests = 0
+        self.multi_table = False  # a batch's tables in one commit request (use_multi_table_commit)
         self._requests_lock = threading.Lock()  # the per-table steps run in several threads
 
     # ------------------------------------------------------------------ tables
@@ -285,6 +287,19 @@ class IcebergCatalog:
         """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
         self._count(2)  # Iceberg refreshes the table as it applies the commit, then sends it
         return commit_files(self._spark, table, files, plan, query_id, batch_id, key_columns)
+
+    def use_multi_table_commit(self, wanted: bool) -> str:
+        """From now on, a batch's tables in one commit request where `wanted` and served; says how
+        the job commits, for its log (transaction.decided)."""
+        self.multi_table, said = transaction.decided(self._catalog, wanted)
+        return said
+
+    def commit_together(
+        self, tables: Sequence[TableFiles], query_id: str, batch_id: int, prepare: transaction.Prepare
+    ) -> list[CommitResult] | None:
+        """Every table's fenced snapshot in one request, or None: commit them one by one instead."""
+        self._count(1)
+        return transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
 
     # ------------------------------------------------------------------ helpers
 

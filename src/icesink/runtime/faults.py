@@ -5,6 +5,10 @@ ICESINK_FAULT_INJECT=<point>:<batch id> kills the job with SIGKILL at that point
 the worst moments for exactly-once:
   after-commit        every table is committed, Spark has not written its commit log;
   after-dead-letters  the dead-letter table is committed, the data tables are not;
+  before-multi-table-commit  every table's manifests are written for the one request that
+                      commits them all (iceberg/transaction.py), which is not sent;
+  after-multi-table-commit  that request was answered: every table holds the batch, nothing
+                      else of it was recorded;
   mid-write           some tables' files are written, others not, nothing is committed;
   executor-write      a Python worker dies after writing its files, before reporting them
                       (only the worker is killed: Spark fails the task, and the batch);
@@ -19,7 +23,8 @@ restarted job (or Spark's retry of the task) runs on.
 ICESINK_FAULT_PAUSE=<point>:<batch id> with ICESINK_FAULT_PAUSE_FILE=<path> stops the job at
 that point: it creates `<path>.reached` and waits until `<path>` exists (at most 10 minutes), so a
 test can commit from another process in the window between planning and committing:
-  before-table-commit  a table's offsets were checked, its snapshot is not yet committed.
+  before-table-commit  a table's offsets were checked, its snapshot is not yet committed;
+  before-multi-table-commit  the batch's tables are staged for the one request, not sent.
 """
 
 from __future__ import annotations

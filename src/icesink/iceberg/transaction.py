@@ -1,0 +1,181 @@
+"""A batch committed to all of its tables in one catalog request: the REST catalog's multi-table
+commit (`POST /v1/{prefix}/transactions/commit`, Iceberg's `RESTCatalog.commitTransaction`).
+
+Each table's snapshot is made as commit.py makes it (its files, its offsets in the summary, the
+offsets fence), but into a transaction of its own that no request leaves: writing its manifests
+is all it costs. The request then carries every table's change with the requirements Iceberg
+derives for it (the table's uuid, and its main branch still at the snapshot the batch was
+planned on), and the catalog applies them all or refuses them all where it is atomic.
+
+Whatever goes wrong falls back to commit.py, table by table: a refused requirement (another
+writer, or maintenance, committed meanwhile: the fenced path commits on top or refuses as it
+does today), and an unknown outcome (the catalog's answer lost: each table's fence then finds
+whether it holds the batch). Nothing here decides what a table holds; the tables say.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from py4j.protocol import Py4JJavaError
+from pyspark.java_gateway import ensure_callback_server_started
+from pyspark.sql import SparkSession
+
+from icesink.errors import CommitError
+from icesink.iceberg import ancestry, fence
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.iceberg.commit import CommitResult, pending_update
+from icesink.iceberg.jvm import JavaObject, jvm, string_array
+from icesink.model import OffsetsPlan, WrittenFile, advance
+from icesink.runtime import faults
+
+log = logging.getLogger(__name__)
+
+ENDPOINT = "POST /v1/{prefix}/transactions/commit"
+_REFUSED = "org.apache.iceberg.exceptions.CommitFailedException"
+
+
+@dataclass(frozen=True)
+class TableFiles:
+    """One table's share of a batch: its plan (offsets), the table as loaded, its files, its keys."""
+
+    plan: OffsetsPlan
+    table: JavaObject
+    files: Sequence[WrittenFile]
+    key_columns: Sequence[str] = ()
+
+
+# Maps a function over the tables, several at once (each table's manifests are written apart).
+Prepare = Callable[[Callable[[TableFiles], "JavaObject | None"], Sequence[TableFiles]], "list[JavaObject | None]"]
+
+
+class MultiTableUnsupportedError(CommitError):
+    """The catalog cannot take a multi-table commit (not a REST catalog, or it does not serve it)."""
+
+
+def served_endpoints(catalog: JavaObject) -> set[str]:
+    """The endpoints the REST catalog said it serves (its `/v1/config` answer, or Iceberg's
+    defaults when it named none), as `"POST /v1/{prefix}/..."` strings. Raises
+    MultiTableUnsupportedError for another kind of catalog, and when Iceberg's internals are not
+    where this reads them (RESTCatalog.sessionCatalog, RESTSessionCatalog.endpoints)."""
+    if str(catalog.getClass().getName()) != "org.apache.iceberg.rest.RESTCatalog":
+        raise MultiTableUnsupportedError(f"the catalog is a {catalog.getClass().getName()}, not a REST catalog")
+    try:
+        session = _field(catalog, "org.apache.iceberg.rest.RESTCatalog", "sessionCatalog")
+        endpoints = _field(session, "org.apache.iceberg.rest.RESTSessionCatalog", "endpoints")
+    except Py4JJavaError as e:
+        raise MultiTableUnsupportedError(
+            f"this Iceberg release keeps the REST catalog's endpoints elsewhere ({e.java_exception}); "
+            "set catalog.multi_table_commit: false"
+        ) from e
+    return {str(e) for e in endpoints}
+
+
+def decided(catalog: JavaObject, wanted: bool) -> tuple[bool, str]:
+    """Whether to commit a batch's tables in one request (`wanted`, and the catalog serves it),
+    and how the job commits, in words for its log."""
+    if not wanted:
+        return False, "table by table (catalog.multi_table_commit: false)"
+    try:
+        served = served_endpoints(catalog)
+    except MultiTableUnsupportedError as e:
+        return False, f"table by table: {e}"
+    if ENDPOINT not in served:
+        return False, f"table by table: the catalog does not serve {ENDPOINT}"
+    return True, f"a batch's tables in one catalog request ({ENDPOINT})"
+
+
+def _field(obj: JavaObject, class_name: str, name: str) -> JavaObject:
+    """A private field declared by `class_name` (`obj`'s class or one it extends), read through
+    reflection: py4j sees public members only."""
+    cls = obj.getClass()
+    while cls is not None and str(cls.getName()) != class_name:
+        cls = cls.getSuperclass()
+    if cls is None:
+        raise MultiTableUnsupportedError(f"{obj.getClass().getName()} is not a {class_name}")
+    field = cls.getDeclaredField(name)
+    field.setAccessible(True)
+    return field.get(obj)
+
+
+def commit_together(
+    spark: SparkSession, catalog: JavaObject, tables: Sequence[TableFiles], query_id: str, batch_id: int,
+    prepare: Prepare,
+) -> list[CommitResult] | None:  # fmt: skip
+    """Every table's snapshot of the batch in one catalog request; None when the batch must be
+    committed table by table instead (a table's offsets moved since planning, the catalog
+    refused a requirement, or its answer was lost: see the module's docstring)."""
+    ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
+
+    def staged(t: TableFiles) -> JavaObject | None:
+        return _staged(spark, t, query_id, batch_id)
+
+    prepared = prepare(staged, tables)
+    transactions = [txn for txn in prepared if txn is not None]
+    if len(transactions) < len(tables):
+        return None  # a table's offsets moved since planning: the fenced path says why, table by table
+    TableCommit = jvm(spark).org.apache.iceberg.catalog.TableCommit  # noqa: N806
+    commits = jvm(spark).java.util.ArrayList()
+    for t, txn in zip(tables, transactions, strict=True):
+        commits.add(TableCommit.create(_identifier(spark, t), txn.startMetadata(), txn.currentMetadata()))
+    faults.maybe_kill("before-multi-table-commit", batch_id, spark)
+    faults.maybe_pause("before-multi-table-commit", batch_id)
+    try:
+        catalog.commitTransaction(commits)
+    except Py4JJavaError as e:
+        # Table by table is right whatever happened (each table's fence settles it), so any
+        # failure falls back; a failure that is not a refusal may have applied the request.
+        failure = str(e.java_exception.getClass().getName())
+        why = f"{failure.rsplit('.', 1)[-1]}: {str(e.java_exception.getMessage())[:300]}"
+        if failure == _REFUSED:
+            log.info("batch %d: the catalog refused the multi-table commit (%s); committing table by table",
+                     batch_id, why)  # fmt: skip
+        else:
+            log.warning("batch %d: the multi-table commit's outcome is unknown (%s); each table says whether it "
+                        "holds the batch, the others are committed table by table", batch_id, why)  # fmt: skip
+        return None
+    faults.maybe_kill("after-multi-table-commit", batch_id, spark)
+    return [_result(t, txn) for t, txn in zip(tables, transactions, strict=True)]
+
+
+def _staged(spark: SparkSession, t: TableFiles, query_id: str, batch_id: int) -> JavaObject | None:
+    """The table's snapshot of the batch committed into a transaction of its own (its manifests
+    written; no catalog request); None when its offsets moved since the batch was planned."""
+    now = ancestry.committed_offsets(t.table)
+    if any(now.get(tp) != t.plan.committed.get(tp) for tp in t.plan.batch_tps):
+        return None
+    data = [f for f in t.files if f.content == "data"]
+    deletes = [f for f in t.files if f.content == "deletes"]
+    if deletes and not t.key_columns:
+        raise CommitError(f"table {t.plan.table}: delete files without key columns")
+    txn = t.table.newTransaction()
+    update = pending_update(spark, t.table, data, deletes, t.key_columns, into=txn)
+    for k, v in codec.summary_properties(advance(now, t.plan.next_offsets), query_id, batch_id).items():
+        update.set(k, v)
+    # No deleteWith (fence.KeepFiles): a transaction sets its own, which only queues the files
+    # for the transaction's commit, and that commit (the catalog request here) never runs it.
+    update.validateWith(fence.OffsetsUnchanged(now))
+    update.commit()
+    return txn
+
+
+def _identifier(spark: SparkSession, t: TableFiles) -> JavaObject:
+    iceberg = jvm(spark).org.apache.iceberg
+    ref = t.plan.table
+    return iceberg.catalog.TableIdentifier.of(
+        iceberg.catalog.Namespace.of(string_array(spark, ref.namespace.split("."))), ref.name
+    )
+
+
+def _result(t: TableFiles, txn: JavaObject) -> CommitResult:
+    snapshot = txn.currentMetadata().currentSnapshot()
+    parent = txn.startMetadata().currentSnapshot()
+    data = [f for f in t.files if f.content == "data"]
+    deletes = [f for f in t.files if f.content == "deletes"]
+    return CommitResult(
+        t.plan.table, int(snapshot.snapshotId()), files=len(data), records=sum(f.record_count for f in data),
+        delete_files=len(deletes), deletes=sum(f.record_count for f in deletes),
+        parent_id=int(parent.snapshotId()) if parent is not None else None,
+    )  # fmt: skip

@@ -1,0 +1,131 @@
+"""A batch's tables committed in one catalog request (catalog.multi_table_commit, the REST
+catalog's `POST /v1/transactions/commit`: iceberg/transaction.py), at its worst moments: killed
+before the request and right after its answer, a compaction and another writer's append between
+the batch's staging and the request (the catalog refuses the request: table by table), and the
+request's answer lost after the catalog applied it, or a 503 for a request never applied. Each
+time every record is in its table once, the offsets at the topics' ends. (Another job taking one
+table's records in that window: test_faults.py's twelve tables, in one request and per table.)"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit import oracle
+from dev.kit.endpoints import CATALOG_URI
+from dev.kit.kafka import create_topics
+from dev.kit.oracle import Ledger
+from dev.kit.scenario import Scenario
+from icesink.runtime import faults
+from tests.support.catalog_proxy import CatalogProxy
+from tests.support.cli import finish, pause_env, paused, run_cli, start_cli
+from tests.support.spark import snapshots, table_exists
+
+pytestmark = [pytest.mark.slow]
+
+ONE_REQUEST = "commits: a batch's tables in one catalog request (POST /v1/{prefix}/transactions/commit)"
+
+
+def topics_of(scenario: Scenario, ledger: Ledger, names: list[str], records: int) -> list[str]:
+    topics = [scenario.topic(n) for n in names]
+    create_topics(*topics, partitions=1)
+    for t in topics:
+        ledger.good(t, records)
+    return topics
+
+
+def held(spark: SparkSession, table: str) -> int:
+    """The table's snapshots (0 when it was never created)."""
+    return len(snapshots(spark, table)) if table_exists(spark, table) else 0
+
+
+def killed(result: subprocess.CompletedProcess[str], point: str, batch_id: int) -> None:
+    returncode, stderr = result.returncode, result.stderr
+    assert returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), stderr[-3000:]
+    assert f"SIGKILL at {point} of batch {batch_id}" in stderr
+
+
+def test_killed_before_and_after_the_request_each_record_lands_once(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    names = ["orders", "lines", "payments"]
+    ledger = Ledger()
+    topics = topics_of(scenario, ledger, names, 12)
+    config = scenario.write_config(tmp_path / "job.yaml")
+
+    # Staged (every table's manifests written), the request not sent: no table holds the batch.
+    first = run_cli(config, env={faults.ENV: "before-multi-table-commit:0"})
+    killed(first, "before-multi-table-commit", 0)
+    assert ONE_REQUEST in first.stderr
+    assert [held(spark, scenario.table(n)) for n in names] == [0, 0, 0]
+
+    # The request answered: every table holds batch 0, Spark's checkpoint does not know it.
+    second = run_cli(config, env={faults.ENV: "after-multi-table-commit:0"})
+    killed(second, "after-multi-table-commit", 0)
+    assert [held(spark, scenario.table(n)) for n in names] == [1, 1, 1]
+
+    for t in topics:
+        ledger.good(t, 5)
+    last = run_cli(config)
+    assert last.returncode == 0, last.stderr[-3000:]
+    assert [held(spark, scenario.table(n)) for n in names] == [2, 2, 2], "batch 0 once, batch 1 once"
+    for n, t in zip(names, topics, strict=True):
+        oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)
+
+
+def test_a_compaction_and_another_writer_between_staging_and_the_request(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    names = ["carts", "views"]
+    ledger = Ledger()
+    topics = topics_of(scenario, ledger, names, 40)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 40})
+    assert run_cli(config).returncode == 0  # batches 0 and 1: two small files in each table
+    carts, views = (scenario.table(n) for n in names)
+
+    for t in topics:
+        ledger.good(t, 10)
+    env, release = pause_env(tmp_path, "before-multi-table-commit", 2)
+    log = tmp_path / "job.log"
+    job = start_cli(config, log, env)
+    paused(release, job, log)
+    spark.sql(f"CALL icesink.system.rewrite_data_files(table => '{carts}', options => map('min-input-files', '2'))")
+    spark.sql(f"INSERT INTO {views} (id, v) VALUES (-1, 'written by someone else')")
+    release.touch()
+    output = finish(job, log)
+
+    assert job.returncode == 0, output[-3000:]
+    assert "the catalog refused the multi-table commit" in output
+    assert [s["operation"] for s in snapshots(spark, carts)][-2:] == ["replace", "append"]
+    assert [s["operation"] for s in snapshots(spark, views)][-2:] == ["append", "append"]
+    oracle.check(spark, ledger, carts, [topics[0]], checkpoint=scenario.checkpoint)
+    oracle.check(spark, ledger, views, [topics[1]], extra_ids=[-1])
+
+
+def test_lost_answers_of_the_request_are_settled_from_the_tables(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Three batches: the request applied and its answer a 503, applied and the connection
+    dropped, never applied and a 503. The job cannot know; each table's fence says whether it
+    holds the batch, and the others are committed one by one."""
+    names = ["a", "b"]
+    ledger = Ledger()
+    topics = topics_of(scenario, ledger, names, 30)
+    lost = ["503", "drop", "unsent"]
+    with CatalogProxy(CATALOG_URI, [], transaction_faults=lost) as proxy:
+        config = scenario.write_config(
+            tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 20}
+        )
+        result = run_cli(config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert proxy.faults == [f"transaction {f}" for f in lost]
+    # Iceberg's client may send a request again whose answer it lost: the catalog then refuses it.
+    settled = ("the multi-table commit's outcome is unknown", "the catalog refused the multi-table commit")
+    assert sum(result.stderr.count(s) for s in settled) == 3, result.stderr[-3000:]
+    for n, t in zip(names, topics, strict=True):
+        assert len(snapshots(spark, scenario.table(n))) == 3, "each batch exactly once"
+        oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)
