@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 
 from icesink.kafka import wire
 from icesink.tasks.avro_maps import as_column, entries_for_maps
+from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_patterns
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows
 from icesink.tasks.semantic_values import Path, converted
@@ -43,9 +44,6 @@ _FRAME = "__icesink_frame"
 _END = "__icesink_end"
 _MARK_SIZE = 8
 _SYNC = b"icesink-direct-1"  # an Avro container file's 16-byte block separator
-# The union check reads the records once per combination of null union fields: beyond this many
-# combinations in one Arrow batch (sparse optional fields), Spark's decoder is cheaper.
-_MAX_NULL_PATTERNS = 32
 
 
 @dataclass(frozen=True)
@@ -109,54 +107,6 @@ def _framed(fields: list[dict[str, Any]]) -> dict[str, Any]:
             {"name": _END, "type": {"type": "fixed", "name": "IcesinkEnd", "size": _MARK_SIZE}},
         ],
     }
-
-
-_UNION = "__icesink_union_"
-_SKIPPED = "__icesink_skipped_"
-
-
-def _union_column(j: int) -> str:
-    return f"{_UNION}{j}"
-
-
-def _union_indexes(
-    fields: list[dict[str, Any]], numbers: dict[Path, int], nulls: frozenset[Path]
-) -> list[dict[str, Any]]:
-    """The fields of records whose null unions are `nulls`, as one flat record: each union read as
-    its branch index (a long, `_union_column` of its number), then, where it is not null, its
-    branch. polars reads any index but the null one as the value, where Avro (Spark's decoder)
-    refuses an index beyond the union; this reading checks the index of each record.
-
-    Flat, because a record's encoding is its fields' encodings end to end: the fields of nested
-    records (and of a union's record branch) are read in place of the record, so the check keeps
-    only the index columns and builds no struct (half the cost of a nested reading, in a Debezium
-    envelope). The other fields are renamed: they are parsed, never kept."""
-    out: list[dict[str, Any]] = []
-
-    def walk(fields: list[dict[str, Any]], path: Path) -> None:
-        for f in fields:
-            at, t = (*path, f["name"]), f["type"]
-            if isinstance(t, list):
-                out.append({"name": _union_column(numbers[at]), "type": "long"})
-                if at in nulls:
-                    continue
-                [t] = [b for b in t if b != "null"]
-            if isinstance(t, dict) and t.get("type") == "record":
-                walk(t["fields"], at)
-            else:
-                out.append({"name": f"{_SKIPPED}{len(out)}", "type": t})
-
-    walk(fields, ())
-    return out
-
-
-def column_at(table: pa.Table, path: Path) -> pa.Array:
-    """The values at a field path of decoded records: null where the field or a record around it is."""
-    column = table.column(path[0])
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    for name in path[1:]:
-        array = pc.struct_field(array, name)
-    return array
 
 
 class AvroRows:
@@ -249,28 +199,21 @@ class AvroRows:
 
     def _union_indexes_valid(self, w: DirectWriter, values: pa.Array, decoded: pa.Table) -> bool:
         """Whether each record's union indexes are the ones of its branches: the records read
-        again, grouped by which unions are null, with the indexes as columns."""
-        pattern = None
-        for j, (path, _) in enumerate(w.unions):
-            bit = pc.multiply(pc.cast(pc.is_null(column_at(decoded, path)), pa.int64()), 1 << j)
-            pattern = bit if pattern is None else pc.add(pattern, bit)
-        assert pattern is not None
-        pattern = pattern.combine_chunks() if isinstance(pattern, pa.ChunkedArray) else pattern
-        patterns = pc.unique(pattern).to_pylist()
-        if len(patterns) > _MAX_NULL_PATTERNS:
+        again, grouped by which unions are null, with the indexes as columns (tasks/avro_unions.py)."""
+        pattern, patterns = null_patterns(w.unions, decoded)
+        if patterns is None:
             return False
-        numbers = {path: j for j, (path, _) in enumerate(w.unions)}
         for p in patterns:
             nulls = frozenset(path for j, (path, _) in enumerate(w.unions) if p >> j & 1)
             reading = self._index_readings.get((w.frame, nulls))
             if reading is None:
-                fields = _union_indexes(self._fields[w.frame], numbers, nulls)
-                kept = [f["name"] for f in fields if f["name"].startswith(_UNION)]
+                fields = index_fields(self._fields[w.frame], w.unions, nulls)
+                kept = [f["name"] for f in fields if is_index(f["name"])]
                 reading = self._index_readings[(w.frame, nulls)] = (_container_header(_framed(fields)), kept)
             header, kept = reading
             mine = values if len(patterns) == 1 else values.filter(pc.equal(pattern, p))
             checked = self._read(header, mine, [*kept, _END])
-            if checked is None or not _indexes_as_read(checked, w, nulls):
+            if checked is None or not indexes_as_read(checked, w.unions, nulls):
                 return False
         return True
 
@@ -289,18 +232,6 @@ class AvroRows:
             else:
                 columns.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(columns, schema=self._schema)
-
-
-def _indexes_as_read(checked: pa.Table, w: DirectWriter, nulls: frozenset[Path]) -> bool:
-    """Whether every union index read is its null branch's where the value is null, else the other's
-    (unions inside a null value are not in the records: not checked)."""
-    for j, (path, null_at) in enumerate(w.unions):
-        if any(path[:k] in nulls for k in range(1, len(path))):
-            continue
-        want = null_at if path in nulls else 1 - null_at
-        if not pc.all(pc.equal(checked.column(_union_column(j)), want)).as_py():
-            return False
-    return True
 
 
 def _data(records: pa.Array) -> memoryview:

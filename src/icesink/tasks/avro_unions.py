@@ -1,0 +1,97 @@
+"""The union check of the one-pass Avro decoder (tasks/decode_avro.py): polars reads any branch
+index but the null one's as the value, where Avro's Java reader (Spark's decoder) refuses an
+index beyond the union; so a block's records are read again with each union as its branch index,
+grouped by which of their unions are null, and every index checked.
+
+Pure: Arrow only (the reading itself is decode_avro's).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icesink.tasks.semantic_values import Path
+
+# The records are read once per combination of null union fields: beyond this many combinations
+# in one Arrow batch (sparse optional fields), Spark's decoder is cheaper.
+MAX_NULL_PATTERNS = 32
+Unions = tuple[tuple[Path, int], ...]  # (field path, the position of "null" in its union)
+
+_UNION = "__icesink_union_"
+_SKIPPED = "__icesink_skipped_"
+
+
+def union_column(j: int) -> str:
+    return f"{_UNION}{j}"
+
+
+def index_fields(fields: list[dict[str, Any]], unions: Unions, nulls: frozenset[Path]) -> list[dict[str, Any]]:
+    """The fields of records whose null unions are `nulls`, as one flat record: each union read as
+    its branch index (a long, `union_column` of its number), then, where it is not null, its
+    branch. polars reads any index but the null one as the value, where Avro (Spark's decoder)
+    refuses an index beyond the union; this reading checks the index of each record.
+
+    Flat, because a record's encoding is its fields' encodings end to end: the fields of nested
+    records (and of a union's record branch) are read in place of the record, so the check keeps
+    only the index columns and builds no struct (half the cost of a nested reading, in a Debezium
+    envelope). The other fields are renamed: they are parsed, never kept."""
+    out: list[dict[str, Any]] = []
+    numbers = {path: j for j, (path, _) in enumerate(unions)}
+
+    def walk(fields: list[dict[str, Any]], path: Path) -> None:
+        for f in fields:
+            at, t = (*path, f["name"]), f["type"]
+            if isinstance(t, list):
+                out.append({"name": union_column(numbers[at]), "type": "long"})
+                if at in nulls:
+                    continue
+                [t] = [b for b in t if b != "null"]
+            if isinstance(t, dict) and t.get("type") == "record":
+                walk(t["fields"], at)
+            else:
+                out.append({"name": f"{_SKIPPED}{len(out)}", "type": t})
+
+    walk(fields, ())
+    return out
+
+
+def is_index(name: str) -> bool:
+    """Whether a field of `index_fields` is a union's index (the others are read, not kept)."""
+    return name.startswith(_UNION)
+
+
+def null_patterns(unions: Unions, decoded: pa.Table) -> tuple[pa.Array, list[int] | None]:
+    """Each record's pattern of null unions (bit j: union j is null) and the distinct patterns;
+    None for the latter beyond `MAX_NULL_PATTERNS` of them."""
+    pattern = None
+    for j, (path, _) in enumerate(unions):
+        bit = pc.multiply(pc.cast(pc.is_null(column_at(decoded, path)), pa.int64()), 1 << j)
+        pattern = bit if pattern is None else pc.add(pattern, bit)
+    assert pattern is not None
+    pattern = pattern.combine_chunks() if isinstance(pattern, pa.ChunkedArray) else pattern
+    patterns = pc.unique(pattern).to_pylist()
+    return pattern, (patterns if len(patterns) <= MAX_NULL_PATTERNS else None)
+
+
+def indexes_as_read(checked: pa.Table, unions: Unions, nulls: frozenset[Path]) -> bool:
+    """Whether every union index read is its null branch's where the value is null, else the other's
+    (unions inside a null value are not in the records: not checked)."""
+    for j, (path, null_at) in enumerate(unions):
+        if any(path[:k] in nulls for k in range(1, len(path))):
+            continue
+        want = null_at if path in nulls else 1 - null_at
+        if not pc.all(pc.equal(checked.column(union_column(j)), want)).as_py():
+            return False
+    return True
+
+
+def column_at(table: pa.Table, path: Path) -> pa.Array:
+    """The values at a field path of decoded records: null where the field or a record around it is."""
+    column = table.column(path[0])
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    for name in path[1:]:
+        array = pc.struct_field(array, name)
+    return array
