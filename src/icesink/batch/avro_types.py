@@ -1,9 +1,9 @@
 """What Spark's from_avro makes of an Avro type, for the one-pass decoder (batch/direct_avro.py):
 the Spark type of each Avro type the tasks decode exactly as Spark's path does, None for the others.
 
-Taken: the primitives, date, timestamp-millis/micros, uuid and decimal bytes, alone or in a union
-with null, and records, arrays and string-keyed maps of those at any depth; enums as the writer
-record's own fields; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
+Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, uuid and decimal bytes,
+alone or in a union with null, and records, arrays and string-keyed maps of those at any depth;
+enums as the writer record's own fields; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
 Debezium semantic type as Debezium writes it; the others by their Avro type). Inside an array or a
 map: no union, decimal or semantic type (the tasks check those per field path). The types are
 pinned against from_avro in tests/integration/test_direct_avro_rows.py.
@@ -61,9 +61,10 @@ SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items(
 
 def avro_type(avro: Any, repeated: bool = False) -> tuple[DataType, bool] | None:
     """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
-    one-pass decoder does not take it: anything but the primitives, date, timestamp-millis/micros,
-    uuid and decimal bytes, records of those, each alone or in a union with null, and arrays and
-    string-keyed maps of them. `avro` has its named types written out (`inlined`).
+    one-pass decoder does not take it: anything but the primitives, fixed, date,
+    timestamp-millis/micros, uuid and decimal bytes, records of those, each alone or in a union
+    with null, and arrays and string-keyed maps of them. `avro` has its named types written out
+    (`inlined`).
 
     `repeated`: inside an array or a map, whose values the tasks check as a whole only: no union
     there (its branch indexes are checked a record at a time), no decimal (its precision is), no
@@ -97,6 +98,11 @@ def _described(avro: dict[str, Any], repeated: bool) -> tuple[DataType, bool] | 
         # Spark's path reads with from_avro's PERMISSIVE mode, whose type is nullable throughout.
         inner = nullable(element[0])
         return (ArrayType(inner, True) if base == "array" else MapType(StringType(), inner, True)), False
+    if base == "fixed":
+        # Bytes of its size, as from_avro reads it (a decimal or a duration on a fixed: Spark's path;
+        # a fixed of no byte: polars refuses its schema).
+        size = avro.get("size")
+        return (BinaryType(), False) if type(size) is int and size > 0 and "logicalType" not in avro else None
     if not isinstance(base, str) or base not in _PRIMITIVES:
         return None
     if repeated and avro.get("logicalType") == "decimal":
