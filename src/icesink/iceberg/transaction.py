@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
-from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
 from icesink.errors import CommitError
@@ -109,7 +108,6 @@ def commit_together(
     """Every table's snapshot of the batch in one catalog request; None when the batch must be
     committed table by table instead (a table's offsets moved since planning, the catalog
     refused a requirement, or its answer was lost: see the module's docstring)."""
-    ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
 
     def staged(t: TableFiles) -> JavaObject | None:
         return _staged(spark, t, query_id, batch_id)
