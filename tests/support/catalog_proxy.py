@@ -94,23 +94,23 @@ class CatalogProxy:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
+            def _unavailable(self) -> None:
+                """A bare 503, the request not forwarded."""
+                self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.close_connection = True
+
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if proxy._down():
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.close_connection = True
+                    self._unavailable()
                     return
                 lose = proxy._lose_this_answer(self.command, self.path, body)
                 if lose == "unsent":
-                    self.send_response(503)
-                    self.send_header("Content-Length", "0")
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.close_connection = True
+                    self._unavailable()
                     return
                 conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
