@@ -9,11 +9,13 @@ with fresh records; the figure is the median batch time from the batch handler's
 steps too). Printed: both medians, the ratio, and the step times of the median batch.
 
     python -m dev.bench.fanout [--tables 200] [--records 50] [--repeat 3] [--parallelism 1,8]
-                               [--commit both|together|apart]
+                               [--commit both|together|apart] [--restart]
 
 --parallelism runs the many-table side once per `job.table_parallelism` value given; --commit once
 with the batch's tables committed in one catalog request (`catalog.multi_table_commit: true`, the
-default), once table by table (false), or both (the default).
+default), once table by table (false), or both (the default); --restart then restarts each
+many-table job with its checkpoint lost (a fresh one starts from the tables' offsets) and reports
+its start.
 """
 
 from __future__ import annotations
@@ -91,6 +93,28 @@ def batches(spark: Any, config: Config, topics: list[str], per_topic: int, repea
     return measured
 
 
+def restarted(spark: Any, config: Config, topics: list[str], per_topic: int, start: int) -> str:
+    """The many-table job restarted with its checkpoint lost: a fresh checkpoint starts from the
+    tables' offsets (`kafka.starting_offsets: tables`), so its batch must read only the records
+    produced since. Its start (from the job's creation to its batch) and its batch, in words."""
+    from icesink.job.query import Job
+
+    produce_round(topics, per_topic, start)
+    began = time.monotonic()
+    job = Job(spark, config)
+    seen: list[BatchTimings] = []
+    job.handler.on_timings = seen.append
+    job.run()
+    total = time.monotonic() - began
+    records = sum(t.records for t in seen)
+    batch = sum(t.total for t in seen)
+    assert records == len(topics) * per_topic, f"the restart read {records} records, not only the new ones"
+    return (
+        f"restart with a lost checkpoint: {total:.2f} s in all, {total - batch:.2f} s to start from the "
+        f"{len(topics)} tables' offsets, then {len(seen)} batch(es) of {records} record(s) in {batch:.2f} s"
+    )
+
+
 def median_batch(runs: list[BatchTimings]) -> BatchTimings:
     return sorted(runs, key=lambda t: t.total)[len(runs) // 2]
 
@@ -101,6 +125,10 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50, help="records per topic per batch")
     parser.add_argument("--repeat", type=int, default=3, help="measured batches per side (median)")
     parser.add_argument("--parallelism", default="", help="job.table_parallelism values, comma-separated")
+    parser.add_argument(
+        "--restart", action="store_true",
+        help="then restart the many-table job with a fresh checkpoint (a lost one): it starts from the tables",
+    )  # fmt: skip
     parser.add_argument(
         "--commit", choices=("both", "together", "apart"), default="both",
         help="the many-table side with catalog.multi_table_commit true (together), false (apart), or each",
@@ -125,6 +153,7 @@ def main() -> None:
     print(f"one table: {total} records per batch from 1 topic", flush=True)
     single = median_batch(batches(spark, config_for(tag, f"^{one}$", work / "cp-one", None), [one], total, args.repeat))
     results = []
+    restarts: list[str] = []
     modes = {"both": (True, False), "together": (True,), "apart": (False,)}[args.commit]
     for level in levels:
         for together in modes:
@@ -138,6 +167,12 @@ def main() -> None:
             print(f"{args.tables} tables, {args.records} records each per batch ({label})", flush=True)
             runs = batches(spark, config_for(tag, pattern, cp, level, together), many, args.records, args.repeat)
             results.append((label, median_batch(runs)))
+            if args.restart:
+                fresh = config_for(tag, pattern, work / f"cp-lost-{side}", level, together)
+                restarts.append(
+                    f"{label}: " + restarted(spark, fresh, many, args.records, (args.repeat + 1) * args.records)
+                )
+                print(f"  {restarts[-1]}", flush=True)
     print()
     print(f"one table, {total} records:        median batch {single.total:6.2f} s   {single.line()}")
     for label, batch in results:
@@ -145,6 +180,8 @@ def main() -> None:
             f"{args.tables} tables x {args.records} ({label}): median batch {batch.total:6.2f} s, "
             f"{batch.total / single.total:5.1f}x the one-table batch   {batch.line()}"
         )
+    for line in restarts:
+        print(line)
     print(f"(took {(time.monotonic() - started) / 60:.1f} min; namespace bench_{tag}; target: <= 3x)")
 
 
