@@ -3,7 +3,8 @@ catalog's `POST /v1/transactions/commit`: iceberg/transaction.py), at its worst 
 before the request and right after its answer, a compaction and another writer's append between
 the batch's staging and the request (the catalog refuses the request: table by table), and the
 request's answer lost after the catalog applied it, or a 503 for a request never applied. Each
-time every record is in its table once, the offsets at the topics' ends. (Another job taking one
+time every record is in its table once, the offsets at the topics' ends; and a catalog that
+answers the request with a Bad Request gets no other one. (Another job taking one
 table's records in that window: test_faults.py's twelve tables, in one request and per table.)"""
 
 from __future__ import annotations
@@ -126,6 +127,26 @@ def test_lost_answers_of_the_request_are_settled_from_the_tables(
     # Iceberg's client may send a request again whose answer it lost: the catalog then refuses it.
     settled = ("the multi-table commit's outcome is unknown", "the catalog refused the multi-table commit")
     assert sum(result.stderr.count(s) for s in settled) == 3, result.stderr[-3000:]
+    for n, t in zip(names, topics, strict=True):
+        assert len(snapshots(spark, scenario.table(n))) == 3, "each batch exactly once"
+        oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)
+
+
+def test_a_catalog_that_does_not_take_the_request_is_committed_table_by_table_from_then_on(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    names = ["c", "d"]
+    ledger = Ledger()
+    topics = topics_of(scenario, ledger, names, 30)
+    with CatalogProxy(CATALOG_URI, [], transaction_faults=["400"]) as proxy:
+        config = scenario.write_config(
+            tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 20}
+        )
+        result = run_cli(config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert proxy.transactions == 1, "the request was sent once, then never again"
+    assert "the catalog does not take the multi-table commit (BadRequestException" in result.stderr
+    assert "committing table by table from now on" in result.stderr
     for n, t in zip(names, topics, strict=True):
         assert len(snapshots(spark, scenario.table(n))) == 3, "each batch exactly once"
         oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)

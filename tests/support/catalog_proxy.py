@@ -7,7 +7,8 @@ client cannot even look whether its commit landed. The job cannot tell whether i
 landed: exactly the case it must settle from the table itself. `faults` are the ways the next
 commits' answers are lost, one commit each, in order; `transaction_faults` the same for the
 multi-table commits (`POST /v1/transactions/commit`), where `unsent` answers a 503 without
-forwarding the request (nothing applied, and the client cannot know).
+forwarding the request (nothing applied, and the client cannot know) and `400` a Bad Request
+without forwarding it (a catalog that does not take such a request).
 """
 
 from __future__ import annotations
@@ -111,6 +112,16 @@ class CatalogProxy:
                 lose = proxy._lose_this_answer(self.command, self.path, body)
                 if lose == "unsent":
                     self._unavailable()
+                    return
+                if lose == "400":  # not forwarded: a catalog that does not take the request
+                    out = b'{"error": {"message": "not supported here", "type": "BadRequestException", "code": 400}}'
+                    self.send_response(400)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(out)))
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.wfile.write(out)
+                    self.close_connection = True
                     return
                 conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}

@@ -11,7 +11,7 @@ from icesink.batch.write import Written
 from icesink.iceberg.commit import CommitResult
 from icesink.iceberg.jvm import JavaObject
 from icesink.iceberg.tables import IcebergCatalog
-from icesink.iceberg.transaction import TableFiles
+from icesink.iceberg.transaction import MultiTableUnsupportedError, TableFiles
 from icesink.kafka.admin import GroupProgress
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
@@ -34,10 +34,15 @@ def commit_batch(
         faults.maybe_kill("after-dead-letters", batch_id, ctx.spark)
 
     if ctx.catalog.multi_table and len(written) > 1:
-        together = ctx.catalog.commit_together(
-            [TableFiles(w.work.plan, w.work.table, w.files, w.work.keys) for w in written], query_id, batch_id,
-            lambda fn, items: ctx.tables.map(items, fn),
-        )  # fmt: skip
+        try:
+            together = ctx.catalog.commit_together(
+                [TableFiles(w.work.plan, w.work.table, w.files, w.work.keys) for w in written], query_id, batch_id,
+                lambda fn, items: ctx.tables.map(items, fn),
+            )  # fmt: skip
+        except MultiTableUnsupportedError as e:
+            log.warning("batch %d: %s; committing table by table from now on", batch_id, e)
+            ctx.catalog.multi_table = False
+            together = None
         if together is not None:
             for w, result in zip(written, together, strict=True):
                 _committed(ctx, w, result, batch_id)

@@ -297,7 +297,8 @@ class IcebergCatalog:
     def commit_together(
         self, tables: Sequence[TableFiles], query_id: str, batch_id: int, prepare: transaction.Prepare
     ) -> list[CommitResult] | None:
-        """Every table's fenced snapshot in one request, or None: commit them one by one instead."""
+        """Every table's fenced snapshot in one request, or None: commit them one by one instead
+        (transaction.commit_together)."""
         self._count(1)
         return transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
 

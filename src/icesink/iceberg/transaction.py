@@ -36,6 +36,16 @@ log = logging.getLogger(__name__)
 
 ENDPOINT = "POST /v1/{prefix}/transactions/commit"
 _REFUSED = "org.apache.iceberg.exceptions.CommitFailedException"
+# Answers that say the catalog does not take such a request at all (nothing of it applied): the
+# job stops sending it.
+_NEVER = frozenset(
+    {
+        "org.apache.iceberg.exceptions.BadRequestException",
+        "org.apache.iceberg.exceptions.ForbiddenException",
+        "org.apache.iceberg.exceptions.NotAuthorizedException",
+        "java.lang.UnsupportedOperationException",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,9 @@ def commit_together(
 ) -> list[CommitResult] | None:  # fmt: skip
     """Every table's snapshot of the batch in one catalog request; None when the batch must be
     committed table by table instead (a table's offsets moved since planning, the catalog
-    refused a requirement, or its answer was lost: see the module's docstring)."""
+    refused a requirement, or its answer was lost: see the module's docstring). Raises
+    MultiTableUnsupportedError when the catalog answers that it does not take such a request
+    (a 400, 401 or 403): nothing of it was applied."""
 
     def staged(t: TableFiles) -> JavaObject | None:
         return _staged(spark, t, query_id, batch_id)
@@ -131,6 +143,8 @@ def commit_together(
         # failure falls back; a failure that is not a refusal may have applied the request.
         failure = str(e.java_exception.getClass().getName())
         why = f"{failure.rsplit('.', 1)[-1]}: {str(e.java_exception.getMessage())[:300]}"
+        if failure in _NEVER:
+            raise MultiTableUnsupportedError(f"the catalog does not take the multi-table commit ({why})") from e
         if failure == _REFUSED:
             log.info("batch %d: the catalog refused the multi-table commit (%s); committing table by table",
                      batch_id, why)  # fmt: skip
