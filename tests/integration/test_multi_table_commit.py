@@ -50,6 +50,28 @@ def killed(result: subprocess.CompletedProcess[str], point: str, batch_id: int) 
     assert f"SIGKILL at {point} of batch {batch_id}" in stderr
 
 
+def three_batches_through_a_proxy(
+    scenario: Scenario, tmp_path: Path, transaction_faults: list[str]
+) -> tuple[subprocess.CompletedProcess[str], CatalogProxy]:
+    """The job run once through a catalog proxy losing the multi-table commits' answers as told:
+    30 records a topic at 20 a batch (three batches, the first creating the tables)."""
+    with CatalogProxy(CATALOG_URI, [], transaction_faults=transaction_faults) as proxy:
+        config = scenario.write_config(
+            tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 20}
+        )
+        result = run_cli(config)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, proxy
+
+
+def each_batch_once(
+    spark: SparkSession, scenario: Scenario, ledger: Ledger, names: list[str], topics: list[str]
+) -> None:
+    for n, t in zip(names, topics, strict=True):
+        assert len(snapshots(spark, scenario.table(n))) == 3, "each batch exactly once"
+        oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)
+
+
 def test_killed_before_and_after_the_request_each_record_lands_once(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -117,19 +139,12 @@ def test_lost_answers_of_the_request_are_settled_from_the_tables(
     ledger = Ledger()
     topics = topics_of(scenario, ledger, names, 30)
     lost = ["503", "drop", "unsent"]
-    with CatalogProxy(CATALOG_URI, [], transaction_faults=lost) as proxy:
-        config = scenario.write_config(
-            tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 20}
-        )
-        result = run_cli(config)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result, proxy = three_batches_through_a_proxy(scenario, tmp_path, lost)
     assert proxy.faults == [f"transaction {f}" for f in lost]
     # Iceberg's client may send a request again whose answer it lost: the catalog then refuses it.
     settled = ("the multi-table commit's outcome is unknown", "the catalog refused the multi-table commit")
     assert sum(result.stderr.count(s) for s in settled) == 3, result.stderr[-3000:]
-    for n, t in zip(names, topics, strict=True):
-        assert len(snapshots(spark, scenario.table(n))) == 3, "each batch exactly once"
-        oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)
+    each_batch_once(spark, scenario, ledger, names, topics)
 
 
 def test_a_catalog_that_does_not_take_the_request_is_committed_table_by_table_from_then_on(
@@ -138,15 +153,8 @@ def test_a_catalog_that_does_not_take_the_request_is_committed_table_by_table_fr
     names = ["c", "d"]
     ledger = Ledger()
     topics = topics_of(scenario, ledger, names, 30)
-    with CatalogProxy(CATALOG_URI, [], transaction_faults=["400"]) as proxy:
-        config = scenario.write_config(
-            tmp_path / "job.yaml", **{"catalog.uri": proxy.url, "kafka.max_offsets_per_trigger": 20}
-        )
-        result = run_cli(config)
-    assert result.returncode == 0, result.stderr[-3000:]
+    result, proxy = three_batches_through_a_proxy(scenario, tmp_path, ["400"])
     assert proxy.transactions == 1, "the request was sent once, then never again"
     assert "the catalog does not take the multi-table commit (BadRequestException" in result.stderr
     assert "committing table by table from now on" in result.stderr
-    for n, t in zip(names, topics, strict=True):
-        assert len(snapshots(spark, scenario.table(n))) == 3, "each batch exactly once"
-        oracle.check(spark, ledger, scenario.table(n), [t], checkpoint=scenario.checkpoint)
+    each_batch_once(spark, scenario, ledger, names, topics)

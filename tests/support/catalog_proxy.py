@@ -95,33 +95,30 @@ class CatalogProxy:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-            def _unavailable(self) -> None:
-                """A bare 503, the request not forwarded."""
-                self.send_response(503)
-                self.send_header("Content-Length", "0")
+            def _answer(self, status: int, body: bytes = b"") -> None:
+                """An answer of the proxy's own, the request not forwarded."""
+                self.send_response(status)
+                if body:
+                    self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
                 self.send_header("Connection", "close")
                 self.end_headers()
+                self.wfile.write(body)
                 self.close_connection = True
 
             def _forward(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if proxy._down():
-                    self._unavailable()
+                    self._answer(503)
                     return
                 lose = proxy._lose_this_answer(self.command, self.path, body)
                 if lose == "unsent":
-                    self._unavailable()
+                    self._answer(503)
                     return
-                if lose == "400":  # not forwarded: a catalog that does not take the request
-                    out = b'{"error": {"message": "not supported here", "type": "BadRequestException", "code": 400}}'
-                    self.send_response(400)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(out)))
-                    self.send_header("Connection", "close")
-                    self.end_headers()
-                    self.wfile.write(out)
-                    self.close_connection = True
+                if lose == "400":  # a catalog that does not take the request
+                    self._answer(400, b'{"error": {"message": "not supported here", "type": "BadRequestException", '
+                                      b'"code": 400}}')  # fmt: skip
                     return
                 conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=120)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
