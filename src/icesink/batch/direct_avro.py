@@ -12,6 +12,7 @@ from_avro would, then the same functions Spark's path applies (`semantic.convert
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +33,7 @@ from pyspark.sql.types import (
 from icesink.batch.avro_types import inlined_text, nullable, writer_struct
 from icesink.batch.decode import debezium, semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
+from icesink.batch.direct_shape import Shaping, shaped
 from icesink.kafka import wire
 from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_avro import DirectAvro, DirectWriter
@@ -40,6 +42,8 @@ from icesink.tasks.semantic_values import Path
 
 # The union check groups a batch's records by a 64-bit mask of which unions are null.
 MAX_UNIONS = 62
+PLAIN = Shaping()
+EMPTY = StructType([])
 
 
 @lru_cache(maxsize=1024)
@@ -72,18 +76,25 @@ def _nullable_within(row: StructType) -> StructType:
     return StructType([StructField(f.name, nullable(f.dataType), f.nullable, f.metadata) for f in row.fields])
 
 
-def merged_rows(writers: Mapping[bytes, str], envelope: EnvelopeSpec | None = None) -> StructType | None:
+def merged_rows(
+    writers: Mapping[bytes, str], envelope: EnvelopeSpec | None = None, shaping: Shaping = PLAIN,
+    table: StructType = EMPTY,
+) -> StructType | None:  # fmt: skip
     """The rows of several writer schemas merged, as Spark's path merges them for a new table's
-    columns (or a key column's struct, batch/decode/avro.py): widened where one writer's type is
-    wider (an int and a long: a long); None when one is not taken, or its rows conflict with the
-    merged ones (Spark's path makes dead letters of its records)."""
+    columns (or a key column's struct, batch/decode/avro.py), then flattened or respelled as
+    `table` spells its columns (`shaping`): widened where one writer's type is wider (an int and
+    a long: a long); None when one is not taken, or its rows conflict with the merged ones (Spark's
+    path makes dead letters of its records)."""
     rows = [row_struct(text, envelope) for _, text in sorted(writers.items())]
     out = StructType([])
     for struct in rows:
         if struct is None:
             return None
         out = merged(out, struct)
-    return None if any(conflicts(out, struct) for struct in rows if struct is not None) else out
+    if any(conflicts(out, struct) for struct in rows if struct is not None):
+        return None
+    reshaped = shaped(out, shaping, table)
+    return reshaped[0] if reshaped is not None else None
 
 
 def _fits(have: DataType, column: DataType) -> bool:
@@ -157,7 +168,10 @@ def direct_writer(frame: bytes, text: str) -> DirectWriter | None:
     return DirectWriter(bytes(frame), schema, fields, decimals, unions, semantics)
 
 
-def avro_declined(writers: Mapping[bytes, str], table: StructType, envelope: EnvelopeSpec | None = None) -> str:
+def avro_declined(
+    writers: Mapping[bytes, str], table: StructType, envelope: EnvelopeSpec | None = None,
+    shaping: Shaping = PLAIN,
+) -> str:  # fmt: skip
     """Why `direct_avro` takes no decoder for these writer schemas and table, for the job's log."""
     for frame, text in sorted(writers.items()):
         sid = wire.schema_ref(frame)
@@ -168,6 +182,13 @@ def avro_declined(writers: Mapping[bytes, str], table: StructType, envelope: Env
                 "and null, a fixed, an enum not a field of the record, a union, decimal or Debezium semantic type "
                 "inside an array or map, or no Debezium envelope where decode.envelope says one)"
             )
+        reshaped = shaped(struct, shaping, table)
+        if reshaped is None:
+            return (
+                f"the rows of writer schema {sid} have two fields for one column, or a struct column's fields "
+                "spelled otherwise than the table's (tables.flatten_separator, tables.case_insensitive)"
+            )
+        struct = reshaped[0]
         if not fits_table(struct, table):
             return (
                 f"the rows of writer schema {sid} do not fit the table, nor an evolution of it (a type that "
@@ -179,21 +200,23 @@ def avro_declined(writers: Mapping[bytes, str], table: StructType, envelope: Env
 
 
 def direct_avro(
-    writers: Mapping[bytes, str], table: StructType, envelope: EnvelopeSpec | None = None
-) -> DirectAvro | None:
+    writers: Mapping[bytes, str], table: StructType, envelope: EnvelopeSpec | None = None,
+    shaping: Shaping = PLAIN,
+) -> DirectAvro | None:  # fmt: skip
     """What the tasks read a table's records with (`writers`: frame key -> the writer schema's
-    text), or None when some writer schema is not one they take or its rows do not fit the table
-    as it is (`fits_table`)."""
+    text), or None when some writer schema is not one they take or its rows (in the table's names
+    and shape, batch/direct_shape.py) do not fit the table as it is (`fits_table`)."""
     if not writers:
         return None
     out = []
     for frame, text in sorted(writers.items()):
         struct = row_struct(text, envelope)
-        if struct is None or not fits_table(struct, table):
+        reshaped = shaped(struct, shaping, table) if struct is not None else None
+        if reshaped is None or not fits_table(reshaped[0], table):
             return None
         writer = direct_writer(frame, text)
         if writer is None:
             return None
-        out.append(writer)
+        out.append(writer if shaping.plain else replace(writer, columns=reshaped[1]))
     spec = Envelope(envelope.operation_column, debezium.SOURCE_PREFIX) if envelope is not None else None
     return DirectAvro(tuple(out), spec)

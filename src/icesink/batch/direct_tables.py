@@ -17,6 +17,8 @@ schemas (those the topics carried last time, or the registry's latest) of record
 envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`), or once
 the table is evolved to take them (`_evolved`, as Spark's path's prepare step evolves it); for a
 table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
+A flattened or case-insensitive table of Avro values without a record key column or an envelope:
+the rows in its names and shape (batch/direct_shape.py).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from icesink.batch.decode.records import change_spec
 from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
 from icesink.batch.direct_json import Item, connect_key, json_schema
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
+from icesink.batch.direct_shape import Shaping
 from icesink.batch.plan import TablePlan
 from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
@@ -121,8 +124,10 @@ def _decoder_item(
         return declined(ctx, plan, f"its record keys (decode.key_format {config.decode.key_format.value}) are not "
                         "ones the one-pass job fills its key column with")  # fmt: skip
     settings = config.tables.settings_for(plan.table.name)
-    if settings.flatten_separator or settings.case_insensitive:
-        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for it")
+    shaping = Shaping(settings.flatten_separator, settings.case_insensitive)
+    if not shaping.plain and (config.decode.format is not ValueFormat.AVRO or key is not None):
+        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for it, and its "
+                        "records are not Avro values without a record key column")  # fmt: skip
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
         found = _json_item(ctx, targets, item, key, settings.is_cdc, inferred)
@@ -136,7 +141,7 @@ def _decoder_item(
         and planned.values is not None
         and avro_keys
     ):
-        found = _avro_item(ctx, item, key)
+        found = _avro_item(ctx, item, key, shaping)
         if found is not None and settings.is_cdc:
             found = _with_changes(ctx, found)
             if found is None:
@@ -184,13 +189,18 @@ def _json_item(
     return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
 
 
-def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem | None:
+def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shaping) -> DirectItem | None:
+    """An Avro table; `shaping`: flattened or case-insensitive (batch/direct_shape.py; no record key
+    column then)."""
     _, table, planned = item
     decoder = ctx.decoder
     if not isinstance(decoder, AvroDecoder):
         return None
     envelope = decoder.envelope  # the config's (decode/build.py), a Debezium one or none
     plan = item[0]
+    if envelope is not None and not shaping.plain:
+        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table of "
+                        "Debezium change events")  # fmt: skip
     writers = decoder.writer_schemas(planned.values)
     if writers is None:
         return declined(ctx, plan, "a schema its topics' records name is not an Avro schema the registry has")
@@ -198,7 +208,7 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem
     if table is not None:
         schema = ctx.catalog.spark_schema(table)
     else:  # created with the writer schemas' rows, as the usual path would (records.decode_table)
-        schema = with_key_column(merged_rows(writers, envelope), key)
+        schema = with_key_column(merged_rows(writers, envelope, shaping), key)
     if schema is None:
         return None
     fits, record = record_key(schema, key)
@@ -207,25 +217,25 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None) -> DirectItem
     # The writer schemas fill the table's columns but the key column, which the tasks fill with
     # the record key (a required column when it is the table's key).
     values = StructType([f for f in schema.fields if key is None or f.name != key.column])
-    found = direct_avro(writers, values, envelope)
-    if found is None and table is not None and _evolved(ctx, plan, table, schema, writers, envelope):
+    found = direct_avro(writers, values, envelope, shaping)
+    if found is None and table is not None and _evolved(ctx, plan, table, schema, writers, envelope, shaping):
         schema = ctx.catalog.spark_schema(table)
         values = StructType([f for f in schema.fields if key is None or f.name != key.column])
-        found = direct_avro(writers, values, envelope)
+        found = direct_avro(writers, values, envelope, shaping)
     if found is None:
-        return declined(ctx, plan, avro_declined(writers, values, envelope))
+        return declined(ctx, plan, avro_declined(writers, values, envelope, shaping))
     return DirectItem(item, found, schema, key=record)
 
 
 def _evolved(
     ctx: BatchContext, plan: TablePlan, table: JavaObject, schema: StructType, writers: Mapping[bytes, str],
-    envelope: EnvelopeSpec | None,
+    envelope: EnvelopeSpec | None, shaping: Shaping,
 ) -> bool:  # fmt: skip
     """Whether the table was evolved to take the rows of `writers`, as Spark's path's prepare step
     evolves it (batch/prepare.py: new columns, wider types, relaxed requirements, one metadata
     commit before the data commit). Not when their rows are not ones the tasks take, or conflict
     with its columns (Spark's path applies `tables.on_incompatible` to those records)."""
-    rows = merged_rows(writers, envelope)
+    rows = merged_rows(writers, envelope, shaping, schema)
     if rows is None:
         return False
     target = merged(schema, rows)

@@ -57,6 +57,9 @@ class DirectWriter:
     decimals: tuple[tuple[Path, int, int], ...] = ()  # (field path, precision, scale): values must fit
     unions: tuple[tuple[Path, int], ...] = ()  # (field path, the position of "null" in its union)
     semantics: tuple[tuple[Path, str], ...] = ()  # (field path, Debezium semantic type): converted
+    # (table column, the path of its values) for a flattened or case-insensitive table
+    # (batch/direct_shape.py); None: each column is the field of its name
+    columns: tuple[tuple[str, Path], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -225,10 +228,14 @@ class AvroRows:
                 raise DeclinedValueError("a change event Spark's path makes a dead letter")
             return rows
         n = decoded.num_rows
+        paths = dict(w.columns) if w.columns is not None else {name: (name,) for name in w.fields}
         columns = []
         for f in self._schema:
-            if f.name in w.fields:
-                columns.append(as_column(converted(decoded.column(f.name), (f.name,), semantics), f.type))
+            path = paths.get(f.name)
+            if path is not None:
+                # A flattened column's values: null where a record around them is (column_at).
+                values = decoded.column(path[0]) if len(path) == 1 else column_at(decoded, path)
+                columns.append(as_column(converted(values, path, semantics), f.type))
             else:
                 columns.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(columns, schema=self._schema)

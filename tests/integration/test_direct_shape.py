@@ -1,0 +1,146 @@
+"""A flattened, case-insensitive Avro table written in one pass (batch/direct_shape.py): created,
+then evolved for a producer's new writer schema (a field spelled otherwise, a new nested field),
+with no Spark decode job, equal to Spark's path's table in columns and rows, read by Trino; a
+worker killed after writing the evolved batch's files replays it once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit.kafka import create_topics, end_offsets, produce
+from dev.kit.scenario import CATALOG, Scenario
+from icesink.job.query import Job
+from icesink.runtime import faults
+from icesink.runtime.timings import BatchTimings
+from tests.support.cli import run_cli
+from tests.support.spark import snapshots, table_offsets
+from tests.support.trino import trino_rows
+from tests.support.values import avro_config, avro_values
+
+pytestmark = [pytest.mark.slow]
+
+
+def device(version: int) -> dict[str, Any]:
+    """v1: Id, price, Meta (null or os, cpu {Cores, seen}, tags); v2 spells Id as ID and adds Meta.cpu.Arch."""
+    cpu = [
+        {"name": "Cores", "type": "int"},
+        {"name": "seen", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}]},
+    ]
+    if version == 2:
+        cpu.append({"name": "Arch", "type": ["null", "string"], "default": None})
+    meta = {
+        "type": "record",
+        "name": "Meta",
+        "fields": [
+            {"name": "os", "type": "string"},
+            {"name": "cpu", "type": {"type": "record", "name": "Cpu", "fields": cpu}},
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+        ],
+    }
+    return {
+        "type": "record",
+        "name": "Device",
+        "fields": [
+            {"name": "Id" if version == 1 else "ID", "type": "long"},
+            {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}},
+            {"name": "Meta", "type": ["null", meta]},
+        ],
+    }
+
+
+SEEN = dt.datetime(2024, 1, 2, 3, 4, 5, 6000, tzinfo=dt.UTC)
+
+
+def record(i: int, version: int) -> dict[str, Any]:
+    cpu: dict[str, Any] = {"Cores": i, "seen": SEEN + dt.timedelta(seconds=i) if i % 3 else None}
+    if version == 2:
+        cpu["Arch"] = "arm" if i % 2 else None
+    meta = {"os": f"os{i}", "cpu": cpu, "tags": [str(i)] * (i % 3)} if i % 4 else None
+    return {"Id" if version == 1 else "ID": i, "price": Decimal(i) / 100, "Meta": meta}
+
+
+def one_pass(timings: list[BatchTimings]) -> list[tuple[bool, list[str]]]:
+    """Per batch: whether it took the one-pass job, and the steps of Spark's path it ran (none)."""
+    return [("direct" in t.steps, sorted({"decode", "prepare", "write"} & set(t.steps))) for t in timings]
+
+
+@pytest.mark.trino
+@pytest.mark.faults
+def test_a_flattened_case_insensitive_table_in_one_pass_matches_sparks_path(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    day1, day2 = scenario.topic("devices.20240101"), scenario.topic("devices.20240102")
+    create_topics(day1, day2, partitions=1)
+    produce(day1, avro_values(day1, device(1), [record(i, 1) for i in range(12)]))
+    sides = {"direct": True, "spark": False}
+
+    def settings(side: str) -> dict[str, Any]:
+        return avro_config(
+            scenario,
+            **{
+                "tables.namespace": f"{scenario.namespace}_{side}",
+                "job.checkpoint_location": str(tmp_path / side),
+                "decode.direct_avro": sides[side],
+                "tables.flatten_separator": "_",
+                "tables.case_insensitive": True,
+            },
+        )
+
+    def run(side: str) -> list[BatchTimings]:
+        job = Job(spark, scenario.config(**settings(side)))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_devices" for side in sides}
+    assert one_pass(run("direct")) == [(True, [])], "batch 0 creates the flat table in one pass"
+    assert one_pass(run("spark")) == [(False, ["decode", "prepare", "write"])]
+
+    # Batch 1, the next day's topic: v2 (ID for Id, a new Meta.cpu.Arch). Planned with the
+    # registry's latest for the new topic, the table gains Meta_cpu_Arch before the one-pass job
+    # writes it; its worker dies after writing its files. The restart writes batch 1 once.
+    produce(day2, avro_values(day2, device(2), [record(i, 2) for i in range(12, 24)]))
+    config = scenario.write_config(tmp_path / "direct.yaml", **settings("direct"))
+    crashed = run_cli(config, env={faults.ENV: "executor-write:1"})
+    assert crashed.returncode == 1, crashed.stderr[-3000:]
+    assert "evolved for the rows of writer schema(s)" in crashed.stderr
+    assert "through Spark's decoder" not in crashed.stderr
+    spark.sql(f"REFRESH TABLE {tables['direct']}")
+    assert "Meta_cpu_Arch" in spark.table(tables["direct"]).columns, "evolved before the kill"
+    assert len(snapshots(spark, tables["direct"])) == 1, "nothing of batch 1 committed"
+    assert one_pass(run("direct")) == [(True, [])], "the replay of batch 1 in one pass"
+    assert one_pass(run("spark")) == [(False, ["decode", "prepare", "write"])]
+
+    columns = {}
+    for side, table in tables.items():
+        spark.sql(f"REFRESH TABLE {table}")
+        columns[side] = [(f.name, f.dataType.simpleString(), f.nullable) for f in spark.table(table).schema.fields]
+        assert table_offsets(spark, table) == {**end_offsets(day1), **end_offsets(day2)}
+    assert columns["direct"] == columns["spark"] == [
+        ("Id", "bigint", True), ("price", "decimal(6,2)", True), ("Meta_os", "string", True),
+        ("Meta_cpu_Cores", "int", True), ("Meta_cpu_seen", "timestamp", True), ("Meta_tags", "array<string>", True),
+        ("Meta_cpu_Arch", "string", True),
+    ]  # fmt: skip
+    by_id = [{r.Id: r.asDict() for r in spark.table(t).collect()} for t in tables.values()]
+    assert sorted(by_id[0]) == list(range(24)), "each record once"
+    assert by_id[0] == by_id[1], "every value as Spark's path flattens it"
+    assert by_id[0][4]["Meta_cpu_Cores"] is None
+    assert by_id[0][13]["Meta_cpu_Arch"] == "arm"
+
+    read = trino_rows(
+        "SELECT Id, CAST(price AS varchar), Meta_os, Meta_cpu_Cores, Meta_cpu_Arch, cardinality(Meta_tags) "
+        f'FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_devices"'
+    )
+    expected = []
+    for i in range(24):
+        meta = record(i, 2)["Meta"]
+        arch = meta["cpu"]["Arch"] if meta and i >= 12 else None
+        expected.append((i, f"{Decimal(i) / 100:.2f}", *((f"os{i}", i, arch, i % 3) if meta else (None,) * 4)))
+    assert sorted(read) == expected, "Trino reads the one-pass table as written"
