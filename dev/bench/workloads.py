@@ -73,6 +73,39 @@ NESTED_SCHEMA: dict[str, Any] = {
         },
     ],
 }
+# SCHEMA's fields, some in nested records (a flattened table's columns: client_country, page_url, ...).
+_CLIENT = ("country", "device", "os", "app_version")
+_PAGE = ("page_url", "user_agent")
+GROUPED_SCHEMA: dict[str, Any] = {
+    **SCHEMA,
+    "name": "Grouped",
+    "fields": [
+        *(f for f in SCHEMA["fields"] if f["name"] not in _CLIENT + _PAGE),
+        {
+            "name": "client",
+            "type": {
+                "type": "record",
+                "name": "Client",
+                "fields": [f for f in SCHEMA["fields"] if f["name"] in _CLIENT],
+            },
+        },
+        {
+            "name": "page",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "Page",
+                    "fields": [
+                        {"name": "url", "type": "string"},
+                        {"name": "user_agent", "type": "string"},
+                    ],
+                },
+            ],
+            "default": None,
+        },
+    ],
+}
 # Debezium's Avro converter, its defaults (dev/kit/debezium_avro.py): the row as the envelope's
 # before/after; the key an Avro record of the primary key.
 DEBEZIUM_ENVELOPE = dbz.envelope({**SCHEMA, "name": "Value", "namespace": "bench.public.events"})
@@ -110,6 +143,15 @@ def nested_event(i: int) -> dict[str, Any]:
         "attrs": {"channel": ("web", "app")[i % 2], **({"coupon": f"C{i % 97}"} if i % 3 == 0 else {})},
         "items": [{"sku": f"sku-{(i + j) % 500}", "qty": 1 + j, "price": 9.5 * (j + 1)} for j in range(1 + i % 3)],
     }
+
+
+def grouped_event(i: int) -> dict[str, Any]:
+    """`event(i)` as GROUPED_SCHEMA nests it (no page for every tenth)."""
+    e = event(i)
+    out = {k: v for k, v in e.items() if k not in _CLIENT + _PAGE}
+    out["client"] = {k: e[k] for k in _CLIENT}
+    out["page"] = None if i % 10 == 0 else {"url": e["page_url"], "user_agent": e["user_agent"]}
+    return out
 
 
 def as_json(e: dict[str, Any]) -> bytes:
@@ -266,6 +308,12 @@ def load(topic: str, variant: str, n: int, first: int = 0) -> float:
         writer = AvroWriter(topic, NESTED_SCHEMA, sample=nested_event(0))
         for i in range(first, first + n):
             v = writer(nested_event(i))
+            size += len(v)
+            send(p, topic, v, None, i % 2)
+    elif variant == "avro-grouped":
+        writer = AvroWriter(topic, GROUPED_SCHEMA, sample=grouped_event(0))
+        for i in range(first, first + n):
+            v = writer(grouped_event(i))
             size += len(v)
             send(p, topic, v, None, i % 2)
     elif variant == "cdc":
