@@ -143,8 +143,8 @@ def test_a_schema_the_one_pass_decoder_does_not_take_is_said_once_and_its_rows_l
     sid = int.from_bytes(values[0][1:5], "big")
     assert said == [
         f"table {scenario.namespace}.{scenario.prefix}_sparse: its records go through Spark's decoder: writer schema "
-        f"{sid} has a type the one-pass Avro decoder does not take (a union beyond one type and null, a fixed, an "
-        "enum not a field of the record, a union, decimal or Debezium semantic type inside an array or map, or no "
+        f"{sid} has a type the one-pass Avro decoder does not take (a union beyond one type and null, a fixed of "
+        "no byte or with a logical type, a union, decimal or Debezium semantic type inside an array or map, or no "
         "Debezium envelope where decode.envelope says one)"
     ], "said once, for two batches"
     table = scenario.table("sparse")

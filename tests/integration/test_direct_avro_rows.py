@@ -184,31 +184,55 @@ def test_arrays_and_maps_decode_to_from_avros_rows(spark: SparkSession) -> None:
     assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs]
 
 
+STATUS = {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}
 ORDER: dict[str, Any] = {
     "type": "record",
     "name": "Order",
     "fields": [
         {"name": "id", "type": "long"},
-        {"name": "status", "type": {"type": "enum", "name": "Status", "symbols": ["NEW", "PAID"]}},
+        {"name": "status", "type": STATUS},
+        {"name": "maybe", "type": ["null", "Status"]},
+        {"name": "at", "type": {"type": "record", "name": "At", "fields": [{"name": "s", "type": "Status"}]}},
+        {"name": "history", "type": {"type": "array", "items": "Status"}},
+        {"name": "by", "type": {"type": "map", "values": "Status"}},
+        {"name": "lines", "type": {"type": "array", "items": {
+            "type": "record", "name": "Line", "fields": [{"name": "s", "type": "Status"}]}}},
     ],
-}
+}  # fmt: skip
 
 
-def test_enums_decode_to_from_avros_strings_and_an_index_beyond_them_is_refused_by_both(spark: SparkSession) -> None:
+def test_enums_at_any_depth_decode_to_from_avros_strings_and_an_index_beyond_them_is_refused_by_both(
+    spark: SparkSession,
+) -> None:
     struct = row_struct(json.dumps(ORDER))
     assert struct is not None
-    values = [baskets.framed({"id": i, "status": s}, ORDER) for i, s in enumerate(["PAID", "NEW"])]
-    beyond = values[0][:-1] + b"\x04"  # status: index 2 of 2 symbols
-    spark_type, theirs = sparks(spark, [*values, beyond], ORDER)
+    records = [
+        {"id": 0, "status": "PAID", "maybe": None, "at": {"s": "NEW"}, "history": ["NEW", "PAID"], "by": {"x": "NEW"},
+         "lines": [{"s": "PAID"}]},
+        {"id": 1, "status": "NEW", "maybe": "PAID", "at": {"s": "PAID"}, "history": [], "by": {}, "lines": []},
+    ]  # fmt: skip
+    values = [baskets.framed(r, ORDER) for r in records]
+    # After the 5-byte frame: id, status, maybe's branch, maybe's index (record 1); id, status,
+    # maybe (null), at.s, history's block count (2), its first item (record 0).
+    assert values[1][5:9] == b"\x02\x00\x02\x02"
+    assert values[0][5:11] == b"\x00\x02\x00\x00\x04\x00"
+    beyond = values[1][:8] + b"\x04" + values[1][9:]  # maybe: index 2 of 2 symbols
+    in_array = values[0][:10] + b"\x04" + values[0][11:]  # history's first item: index 2 of 2
+    spark_type, theirs = sparks(spark, [*values, beyond, in_array], ORDER)
     assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
     direct = direct_avro({baskets.FRAME: json.dumps(ORDER)}, struct)
     assert direct is not None
-    arrow = pa.schema([("id", pa.int64()), ("status", pa.string())])
+    arrow = pa.schema([
+        ("id", pa.int64()), ("status", pa.string()), ("maybe", pa.string()), ("at", pa.struct([("s", pa.string())])),
+        ("history", pa.list_(pa.string())), ("by", pa.map_(pa.string(), pa.string())),
+        ("lines", pa.list_(pa.struct([("s", pa.string())]))),
+    ])  # fmt: skip
     mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
     assert mine is not None
-    assert mine.to_pylist() == [r.asDict() for r in theirs[:2]]
-    assert AvroRows(direct, arrow).decode(pa.array([beyond], pa.binary())) is None
-    assert theirs[2] is None or all(v is None for v in theirs[2]), theirs[2]
+    assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs[:2]]
+    for bad, row in ((beyond, theirs[2]), (in_array, theirs[3])):
+        assert AvroRows(direct, arrow).decode(pa.array([bad], pa.binary())) is None
+        assert row is None or all(v is None for v in row), row
 
 
 CODES: dict[str, Any] = {

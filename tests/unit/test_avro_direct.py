@@ -147,11 +147,10 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
 @pytest.mark.parametrize(
     "avro",
     [
-        ["null", {"type": "enum", "name": "E", "symbols": ["A"]}],
         {"type": "record", "name": "R", "fields": [{"name": "a", "type": "array"}]},
         {"type": "record", "name": "R", "fields": []},
         {"type": "array", "items": ["null", "long"]},
-        {"type": "map", "values": {"type": "enum", "name": "E", "symbols": ["A"]}},
+        {"type": "enum", "name": "E", "symbols": []},
         {"type": "fixed", "name": "F", "size": 0},
         {"type": "fixed", "name": "F", "size": 12, "logicalType": "duration"},
         ["null", "long", "string"],

@@ -57,7 +57,6 @@ def test_arrays_and_maps_type_as_from_avro_types_them() -> None:
         ({"type": "int", "connect.name": "io.debezium.time.Date"}, "a semantic type: converted by field path"),
         ({"type": "record", "name": "R", "fields": [{"name": "a", "type": ["null", "long"]}]}, "a union deeper in"),
         ({"type": "map", "values": ["null", "long"]}, "a union in a map in the array"),
-        ({"type": "enum", "name": "E", "symbols": ["A"]}, "an enum, anywhere"),
     ],
 )
 def test_what_arrays_and_maps_leave_to_spark(items: Any, why: str) -> None:

@@ -2,8 +2,8 @@
 the Spark type of each Avro type the tasks decode exactly as Spark's path does, None for the others.
 
 Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, uuid and decimal bytes,
-alone or in a union with null, and records, arrays and string-keyed maps of those at any depth;
-enums as the writer record's own fields; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
+enums (as strings), alone or in a union with null, and records, arrays and string-keyed maps of
+those at any depth; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
 Debezium semantic type as Debezium writes it; the others by their Avro type). Inside an array or a
 map: no union, decimal or semantic type (the tasks check those per field path). The types are
 pinned against from_avro in tests/integration/test_direct_avro_rows.py.
@@ -61,7 +61,7 @@ SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items(
 
 def avro_type(avro: Any, repeated: bool = False) -> tuple[DataType, bool] | None:
     """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
-    one-pass decoder does not take it: anything but the primitives, fixed, date,
+    one-pass decoder does not take it: anything but the primitives, fixed, enums, date,
     timestamp-millis/micros, uuid and decimal bytes, records of those, each alone or in a union
     with null, and arrays and string-keyed maps of them. `avro` has its named types written out
     (`inlined`).
@@ -98,6 +98,11 @@ def _described(avro: dict[str, Any], repeated: bool) -> tuple[DataType, bool] | 
         # Spark's path reads with from_avro's PERMISSIVE mode, whose type is nullable throughout.
         inner = nullable(element[0])
         return (ArrayType(inner, True) if base == "array" else MapType(StringType(), inner, True)), False
+    if base == "enum":
+        # A string, as from_avro makes it; the tasks read its index (tasks/avro_enums.py).
+        symbols = avro.get("symbols")
+        valid = isinstance(symbols, list) and symbols and all(isinstance(s, str) for s in symbols)
+        return (StringType(), False) if valid else None
     if base == "fixed":
         # Bytes of its size, as from_avro reads it (a decimal or a duration on a fixed: Spark's path;
         # a fixed of no byte: polars refuses its schema).
@@ -141,9 +146,8 @@ def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
     return None if t is None else (t, False)
 
 
-def record_struct(record: dict[str, Any], repeated: bool = False, top: bool = False) -> StructType | None:
-    """The struct Spark's from_avro gives an (inlined) record the decoder takes, else None. `top`:
-    the writer schema's own record, whose fields may be enums too (`_enum`)."""
+def record_struct(record: dict[str, Any], repeated: bool = False) -> StructType | None:
+    """The struct Spark's from_avro gives an (inlined) record the decoder takes, else None."""
     fields = record.get("fields")
     if not isinstance(fields, list) or not fields:
         return None
@@ -152,22 +156,11 @@ def record_struct(record: dict[str, Any], repeated: bool = False, top: bool = Fa
         if not isinstance(f, dict) or not isinstance(f.get("name"), str) or reserved(f["name"]):
             return None
         t = f.get("type")
-        found = _enum(t) if top and isinstance(t, dict) and t.get("type") == "enum" else avro_type(t, repeated)
+        found = avro_type(t, repeated)
         if found is None:
             return None
         out.append(StructField(f["name"], found[0], found[1]))
     return StructType(out)
-
-
-def _enum(avro: dict[str, Any]) -> tuple[DataType, bool] | None:
-    """An enum field of the writer's record: a string, as from_avro makes it. polars reads it as a
-    dictionary of its symbols (an index beyond them panics: the records are declined, and from_avro
-    refuses them too); an enum anywhere else (in a union, a nested record, an array) it cannot read
-    at all, so those schemas go Spark's way."""
-    symbols = avro.get("symbols")
-    if not isinstance(symbols, list) or not symbols or not all(isinstance(s, str) for s in symbols):
-        return None
-    return StringType(), False
 
 
 def inlined(schema: Any) -> Any:
@@ -222,4 +215,4 @@ def writer_struct(schema_text: str) -> StructType | None:
     schema = inlined_text(schema_text)
     if not isinstance(schema, dict) or schema.get("type") != "record":
         return None
-    return record_struct(schema, top=True)
+    return record_struct(schema)

@@ -179,7 +179,7 @@ def avro_declined(
         if struct is None:
             return (
                 f"writer schema {sid} has a type the one-pass Avro decoder does not take (a union beyond one type "
-                "and null, a fixed, an enum not a field of the record, a union, decimal or Debezium semantic type "
+                "and null, a fixed of no byte or with a logical type, a union, decimal or Debezium semantic type "
                 "inside an array or map, or no Debezium envelope where decode.envelope says one)"
             )
         reshaped = shaped(struct, shaping, table)

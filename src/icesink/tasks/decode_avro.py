@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.kafka import wire
+from icesink.tasks.avro_enums import EnumIndexError, has_enum, ints_for_enums, symbols_for_ints
 from icesink.tasks.avro_maps import as_column, entries_for_maps
 from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_patterns
 from icesink.tasks.decode_json import DeclinedValueError
@@ -121,8 +122,12 @@ class AvroRows:
 
         self._direct = direct
         self._schema = schema  # the table's Arrow schema (field ids), in column order
-        # What polars reads: the writer schemas with their maps as arrays of entries.
-        self._fields = {w.frame: entries_for_maps(w.schema)["fields"] for w in direct.writers}
+        # What polars reads: the writer schemas with their maps as arrays of entries, their enums as ints;
+        # and the top fields that hold enums, whose indexes become symbols (tasks/avro_enums.py).
+        entries = {w.frame: entries_for_maps(w.schema)["fields"] for w in direct.writers}
+        self._fields = {frame: ints_for_enums(fields) for frame, fields in entries.items()}
+        self._enums = {frame: [(f["name"], f["type"]) for f in fields if has_enum(f["type"])]
+                       for frame, fields in entries.items()}  # fmt: skip
         self._headers = {frame: _container_header(_framed(fields)) for frame, fields in self._fields.items()}
         # (frame, null unions) -> the container header of the index reading, and its index columns
         self._index_readings: dict[tuple[bytes, frozenset[Path]], tuple[bytes, list[str]]] = {}
@@ -175,9 +180,12 @@ class AvroRows:
             if not _within(column_at(decoded, path), precision, scale):
                 return None
         try:
+            for name, schema in self._enums[w.frame]:
+                at = decoded.schema.get_field_index(name)
+                decoded = decoded.set_column(at, name, symbols_for_ints(decoded.column(at), schema))
             return self._in_columns(decoded, w)
-        except (pa.ArrowException, DeclinedValueError):  # a value the column cannot hold, or Spark's path would refuse
-            return None
+        except (pa.ArrowException, DeclinedValueError, EnumIndexError):
+            return None  # a value the column cannot hold, or Spark's path would refuse
 
     def _read(self, header: bytes, values: pa.Array, columns: list[str] | None = None) -> pa.Table | None:
         """`values` read as one block of a container file with `header` (`columns` only: the others
