@@ -1,4 +1,4 @@
-"""Avro record keys in the one-pass tasks (tasks/table_out.py `avro_rows`): each record's key
+"""Avro record keys in the one-pass tasks (tasks/avro_records.py `avro_rows`): each record's key
 decoded into the key column's struct whatever writer schema it has, in the records' order; a
 tombstone a delete of its key; a key column a value lacks filled from the key, as Spark's path
 does (batch/decode/changes.py `classify`); a key that does not decode declines the table."""
@@ -17,10 +17,11 @@ from pyspark.sql import types as T
 from icesink.batch.direct_avro import direct_avro
 from icesink.config import WriteMode
 from icesink.kafka import wire
+from icesink.tasks.avro_records import avro_rows
 from icesink.tasks.change_rows import ChangeSpec
 from icesink.tasks.files import WriteTask
 from icesink.tasks.plain_rows import TOMBSTONE
-from icesink.tasks.table_out import DirectTable, TableOut, avro_rows
+from icesink.tasks.table_out import DirectTable, TableOut
 
 VALUE: dict[str, Any] = {
     "type": "record",

@@ -13,13 +13,8 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
 from icesink.tasks.descriptors import descriptor_batches
-from icesink.tasks.files import (
-    WriteTask,
-    close_all,
-    dictionary_columns,
-    split_by_partition,
-    write_files,
-)
+from icesink.tasks.files import WriteTask, write_files
+from icesink.tasks.parquet_files import close_all, dictionary_columns, split_by_partition
 from icesink.tasks.storage import StorageSettings
 from tests.support.files import local_task
 

@@ -14,6 +14,7 @@ import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from icesink.iceberg import pyiceberg as table_state
+from icesink.iceberg.live_count import read_columns
 from icesink.iceberg.live_rows import (
     DATA,
     EQUALITY_DELETES,
@@ -23,7 +24,6 @@ from icesink.iceberg.live_rows import (
     FileEntry,
     columns_to_read,
     live_rows,
-    read_columns,
 )
 from icesink.model import TableRef
 

@@ -36,19 +36,17 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
 from icesink.batch.direct_json import Item
 from icesink.batch.direct_letters import letter_records
-from icesink.batch.direct_outcome import Outcome, outcome
+from icesink.batch.direct_outcome import direct_failed, outcome, why_declined
 from icesink.batch.direct_staging import create, stage
 from icesink.batch.direct_tables import DirectItem
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import TableWork
-from icesink.batch.write import Written, data_location, error_cause, table_arrow_schema
+from icesink.batch.write import Written, data_location, table_arrow_schema
 from icesink.config import ErrorPolicy
-from icesink.errors import WriteError
 from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
-from icesink.tasks.dead_letters import MAX_LETTERS
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.files import (
@@ -124,7 +122,7 @@ def write_once(
         else:
             log.info(
                 "batch %d: table %s: %s; its records go through Spark's decoder", batch_id, d.item[0].table,
-                _why(d, i, found),
+                why_declined(d, i, found),
             )  # fmt: skip
             others.append(item)
     letters = {
@@ -201,59 +199,6 @@ def task_count(records: int, cores: int) -> int:
     worth paying only for a share that takes longer than that to decode and write; and each task
     writes its own files)."""
     return max(1, min(cores, records // RECORDS_PER_TASK))
-
-
-def _why(d: DirectItem, i: int, found: Outcome) -> str:
-    if found.unread:
-        return "a task could not read its records with librdkafka"
-    if i in found.shared:
-        return "one of its keys has changes in topic-partitions that different tasks read"
-    if i in found.too_many:
-        return f"more than {MAX_LETTERS} of its records are dead letters"
-    if i not in found.declined:
-        return "the table as created does not fit the files written for it"
-    if d.changes is not None:
-        floor = d.order_floor
-        older = f", an {d.changes.order_by} below {floor}, which a row of the table holds" if floor is not None else ""
-        return (
-            f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
-            "does not decode, a value out of range, no key, an operation not I, U or D, a change event without its "
-            f"row or with an op not c, r, u or d{older})"
-        )
-    if isinstance(d.decoder, DirectAvro):
-        return (
-            "a record the one-pass Avro decoder does not take (another schema id, a body Spark's reader may read "
-            f"otherwise, a value out of range), or more than {MAX_LETTERS} dead letters"
-        )
-    if isinstance(d.decoder, DirectConnect):
-        return "a record the one-pass Connect JSON decoder does not take (a schema with a new column or another type)"
-    return (
-        "a record the one-pass JSON decoder does not take (a new column, another type, text Spark's reader may "
-        f"read otherwise, such as single quotes or text after the object), or more than {MAX_LETTERS} dead letters"
-    )
-
-
-def _format(d: DirectItem) -> str:
-    if isinstance(d.decoder, DirectAvro):
-        return "Avro"
-    return "Connect JSON" if isinstance(d.decoder, DirectConnect) else "JSON"
-
-
-def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
-    """The error that ends a batch whose direct job failed: its tables, the offsets it read, the
-    cause in one line, and what to do."""
-    names = ", ".join(str(d.item[0].table) for d in items[:5])
-    switch = "decode.direct_avro" if any(isinstance(d.decoder, DirectAvro) for d in items) else "decode.direct_json"
-    if len(items) > 5:
-        names += f" and {len(items) - 5} more"
-    where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in read[:5])
-    if len(read) > 5:
-        where += f" and {len(read) - 5} more topic-partitions"
-    return WriteError(
-        f"batch {batch_id}: writing tables {names} in one pass failed ({where}): {error_cause(e)[:500]}. Nothing "
-        f"of this batch was committed; the job runs it again on restart. If it fails again the same way, set "
-        f"{switch}: false to decode these tables through Spark, and report the records"
-    )
 
 
 def _direct_table(

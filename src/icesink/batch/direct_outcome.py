@@ -1,6 +1,7 @@
 """What the one-pass job's tasks report (tasks/one_pass.py's `DIRECT_DDL` rows, collected on the
 driver): per table, its files, its dead letters, whether and why it was declined, and the writer
-schemas its records carry that it was not given."""
+schemas its records carry that it was not given; and what the job says of a declined table or a
+failed job."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from icesink.batch.direct_tables import DirectItem
+from icesink.batch.write import error_cause
+from icesink.errors import WriteError
 from icesink.kafka import wire
-from icesink.model import WrittenFile
+from icesink.model import PartitionRange, WrittenFile
 from icesink.tasks.change_rows import shared_keys
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter, decoded
+from icesink.tasks.decode_avro import DirectAvro
+from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.descriptors import written_file
 from icesink.tasks.one_pass import UNREAD
 
@@ -57,3 +63,57 @@ def outcome(rows: Sequence[Any], tables: int) -> Outcome:
             frames[int(r.table)] |= {blob[at : at + n] for at in range(0, len(blob), n)}
     new = {i: frozenset(found) for i, found in frames.items() if i not in shared | too_many}
     return Outcome(files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many), new)
+
+
+def why_declined(d: DirectItem, i: int, found: Outcome) -> str:
+    """Why the job declined table `i` (`d`), for the job's log."""
+    if found.unread:
+        return "a task could not read its records with librdkafka"
+    if i in found.shared:
+        return "one of its keys has changes in topic-partitions that different tasks read"
+    if i in found.too_many:
+        return f"more than {MAX_LETTERS} of its records are dead letters"
+    if i not in found.declined:
+        return "the table as created does not fit the files written for it"
+    if d.changes is not None:
+        floor = d.order_floor
+        older = f", an {d.changes.order_by} below {floor}, which a row of the table holds" if floor is not None else ""
+        return (
+            f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
+            "does not decode, a value out of range, no key, an operation not I, U or D, a change event without its "
+            f"row or with an op not c, r, u or d{older})"
+        )
+    if isinstance(d.decoder, DirectAvro):
+        return (
+            "a record the one-pass Avro decoder does not take (another schema id, a body Spark's reader may read "
+            f"otherwise, a value out of range), or more than {MAX_LETTERS} dead letters"
+        )
+    if isinstance(d.decoder, DirectConnect):
+        return "a record the one-pass Connect JSON decoder does not take (a schema with a new column or another type)"
+    return (
+        "a record the one-pass JSON decoder does not take (a new column, another type, text Spark's reader may "
+        f"read otherwise, such as single quotes or text after the object), or more than {MAX_LETTERS} dead letters"
+    )
+
+
+def _format(d: DirectItem) -> str:
+    if isinstance(d.decoder, DirectAvro):
+        return "Avro"
+    return "Connect JSON" if isinstance(d.decoder, DirectConnect) else "JSON"
+
+
+def direct_failed(items: list[DirectItem], read: list[PartitionRange], batch_id: int, e: BaseException) -> WriteError:
+    """The error that ends a batch whose direct job failed: its tables, the offsets it read, the
+    cause in one line, and what to do."""
+    names = ", ".join(str(d.item[0].table) for d in items[:5])
+    switch = "decode.direct_avro" if any(isinstance(d.decoder, DirectAvro) for d in items) else "decode.direct_json"
+    if len(items) > 5:
+        names += f" and {len(items) - 5} more"
+    where = ", ".join(f"{r.tp} offsets {r.first_offset}-{r.last_offset}" for r in read[:5])
+    if len(read) > 5:
+        where += f" and {len(read) - 5} more topic-partitions"
+    return WriteError(
+        f"batch {batch_id}: writing tables {names} in one pass failed ({where}): {error_cause(e)[:500]}. Nothing "
+        f"of this batch was committed; the job runs it again on restart. If it fails again the same way, set "
+        f"{switch}: false to decode these tables through Spark, and report the records"
+    )

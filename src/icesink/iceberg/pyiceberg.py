@@ -19,7 +19,8 @@ from typing import Any
 from icesink.config import Config
 from icesink.errors import CatalogUnavailableError, IcesinkError, TableNotFoundError, TableReadError
 from icesink.iceberg import snapshot_offsets as codec
-from icesink.iceberg.live_rows import UnsupportedFileError, count_live_rows
+from icesink.iceberg.live_count import count_live_rows
+from icesink.iceberg.live_rows import UnsupportedFileError
 from icesink.model import Offsets, TableRef
 
 ROWS_FROM_SUMMARY = "total-records"  # no delete files: the snapshot summary's count is the live count

@@ -15,10 +15,10 @@ from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
 from icesink.errors import CommitError
-from icesink.iceberg import ancestry, transaction
+from icesink.iceberg import ancestry, table_layout, transaction
 from icesink.iceberg.commit import CommitResult, commit_files
 from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
@@ -157,41 +157,12 @@ class IcebergCatalog:
         sort_by: Sequence[str],
     ) -> JavaObject:
         self.ensure_namespace(ref.namespace)
-        ice = self._jvm.org.apache.iceberg
-        keys = set(key_columns)
-        fields = [StructField(f.name, f.dataType, f.name not in keys, f.metadata) for f in schema.fields]
-        jschema = ice.spark.SparkSchemaUtil.convert(self._jtype(StructType(fields)))
-        if keys:
-            ids = self._jvm.java.util.HashSet()
-            for k in key_columns:
-                ids.add(jschema.findField(k).fieldId())
-            jschema = ice.Schema(jschema.columns(), ids)
-        props = self._jvm.java.util.HashMap()
-        for k, v in properties.items():
-            props.put(k, v)
-        props.put("format-version", "2")
+        jschema = table_layout.table_schema(self._jvm, schema, key_columns)
         builder = self._catalog.buildTable(self._identifier(ref), jschema)
-        builder = builder.withPartitionSpec(self._spec(jschema, partition_by)).withProperties(props)
-        if sort_by:
-            order = ice.SortOrder.builderFor(jschema)
-            for column in sort_by:
-                order = order.asc(column)
-            builder = builder.withSortOrder(order.build())
-        return builder
-
-    def _spec(self, jschema: JavaObject, fields: Sequence[PartitionField]) -> JavaObject:
-        ice = self._jvm.org.apache.iceberg
-        if not fields:
-            return ice.PartitionSpec.unpartitioned()
-        b = ice.PartitionSpec.builderFor(jschema)
-        for f in fields:
-            if f.transform == "identity":
-                b = b.identity(f.column)
-            elif f.transform in ("bucket", "truncate"):
-                b = getattr(b, f.transform)(f.column, f.param)
-            else:
-                b = getattr(b, f.transform)(f.column)
-        return b.build()
+        builder = builder.withPartitionSpec(table_layout.partition_spec(self._jvm, jschema, partition_by))
+        builder = builder.withProperties(table_layout.table_properties(self._jvm, properties))
+        order = table_layout.sort_order(self._jvm, jschema, sort_by)
+        return builder.withSortOrder(order) if order is not None else builder
 
     def partition_fields(self, table: JavaObject) -> list[PartitionField]:
         fields = java_list(table.spec().fields())
@@ -312,4 +283,4 @@ class IcebergCatalog:
         return converted
 
     def _jtype(self, dtype: Any) -> JavaObject:
-        return self._jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
+        return table_layout.spark_jtype(self._jvm, dtype)

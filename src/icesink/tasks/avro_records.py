@@ -2,11 +2,13 @@
 time: an append table's records Spark's path beyond doubt makes dead letters of become letters
 (tasks/dead_letters.py), its bodies that Avro's Java reader cannot decode too (tasks/avro_bodies.py,
 looked for only when a block of them did not decode); a record of a writer schema the table was
-not given declines it with the frames of those schemas (tasks/one_pass.py, batch/direct_rounds.py)."""
+not given declines it with the frames of those schemas (tasks/one_pass.py, batch/direct_rounds.py).
+With a key column, each row takes its record key (a string, or an Avro record key's struct), and
+a table of changes takes a tombstone as a delete of its key (`avro_rows`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -15,7 +17,8 @@ import pyarrow.compute as pc
 from icesink.kafka import wire
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter, avro_letters, undecodable_letters
 from icesink.tasks.decode_avro import DirectAvro
-from icesink.tasks.table_out import NAMED, REFUSED, TableOut, avro_rows
+from icesink.tasks.plain_rows import TOMBSTONE
+from icesink.tasks.table_out import NAMED, ORDER, REFUSED, TableOut
 
 
 def avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
@@ -53,6 +56,96 @@ def _rows(out: TableOut, records: pa.RecordBatch) -> pa.Table | None:
         return avro_rows(out, records)
     except REFUSED:
         return None
+
+
+def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
+    """The table's rows of `batch`'s records (None when one is declined): for a table of changes,
+    after their coordinates and whether each is a tombstone (`TOMBSTONE`); with a key column, the
+    record key in it (a string, or the struct of an Avro record key)."""
+    table, avro = out.table, out.avro
+    assert avro is not None
+    if out.keys is not None:
+        batch = _with_key_structs(out, batch)
+        if batch is None:
+            return None
+    values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
+    carried = [*ORDER] if table.changes is not None else []
+    carried += ["key"] if table.key_column is not None else []
+    carry = pa.Table.from_batches([batch.select(carried)]) if carried else None
+    tombstones = None
+    if table.changes is not None and table.key_column is not None and values.null_count:
+        assert carry is not None
+        dead, kept = pc.is_null(values), pc.is_valid(values)
+        tombstones = carry.filter(dead)
+        values, carry = values.filter(kept), carry.filter(kept)
+        named = named.filter(kept) if named is not None else None
+    rows = avro.decode(values, named, carry)
+    if rows is None:
+        return None
+    if table.changes is not None:
+        flags = pa.array([False] * rows.num_rows, pa.bool_())
+        rows = rows.add_column(len(ORDER), TOMBSTONE, flags)
+        if tombstones is not None:
+            rows = pa.concat_tables([rows, _tombstone_rows(tombstones, table.task.arrow_schema)])
+    if table.key_column is None:
+        return rows
+    keys = table.changes.keys if table.changes is not None else ()
+    return _with_record_key(rows, table.key_column, len(carried), keys)
+
+
+def _with_key_structs(out: TableOut, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+    """`batch` with its Avro record keys decoded into the key column's structs (null for a null
+    key), or None when one does not decode as Spark's path would (the table is declined)."""
+    assert out.keys is not None
+    assert out.table.key_column is not None
+    raw = batch.column("key")
+    present = pc.is_valid(raw)
+    taken = raw.filter(present) if raw.null_count else raw
+    order = pa.table({"i": pa.array(range(len(taken)), pa.int64())})
+    decoded = out.keys.decode(taken, carry=order)
+    if decoded is None:
+        return None
+    # Rows come a writer schema at a time: back in the records' order, then a null for each null key.
+    decoded = decoded.take(pc.sort_indices(decoded.column("i"))).drop_columns(["i"])
+    kind = out.table.task.arrow_schema.field(out.table.key_column).type
+    structs = pa.StructArray.from_arrays([c.combine_chunks() for c in decoded.columns], fields=list(kind))
+    if raw.null_count:
+        at = pc.subtract(pc.cumulative_sum(pc.cast(present, pa.int64())), 1)
+        structs = structs.take(pc.if_else(present, at, pa.scalar(None, pa.int64())))
+    return batch.set_column(batch.schema.get_field_index("key"), "key", structs)
+
+
+def _tombstone_rows(carried: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Rows of tombstones (their coordinates and key carried): the coordinates, TOMBSTONE set, the
+    key, and every column of the table null (the key column is set from the key after)."""
+    n = carried.num_rows
+    arrays = [*carried.columns[: len(ORDER)], pa.array([True] * n, pa.bool_()), carried.column("key")]
+    names = [*ORDER, TOMBSTONE, "key"]
+    return pa.Table.from_arrays([*arrays, *[pa.nulls(n, f.type) for f in schema]], names=[*names, *schema.names])
+
+
+def _with_record_key(rows: pa.Table, column: str, carried: int, keys: Sequence[str]) -> pa.Table:
+    """`rows` with the carried record key (the `carried` leading columns' last; after the
+    coordinates and TOMBSTONE for a table of changes) in `column`, as a string (a key that is not
+    UTF-8 raises Arrow's error: the table is declined) or an Avro key's struct, and dropped from the
+    carried columns. A key column of the table's (`keys`) that a row lacks takes the record key's
+    field of that name, as Spark's path fills it (changes.classify)."""
+    names = rows.column_names
+    at = names.index("key")
+    record = rows.column(at)
+    struct = pa.types.is_struct(record.type)
+    if not struct:
+        record = record.cast(pa.string())
+    rows = rows.remove_column(at)
+    rows = rows.set_column(rows.column_names.index(column, carried - 1), column, record)
+    if not struct:
+        return rows
+    record = record.combine_chunks() if isinstance(record, pa.ChunkedArray) else record
+    for name in [k for k in keys if k in record.type.names and k != column]:
+        i = rows.column_names.index(name, carried - 1)
+        own = rows.column(i)
+        rows = rows.set_column(i, name, pc.coalesce(own, pc.struct_field(record, name).cast(own.type)))
+    return rows
 
 
 def _lettered(out: TableOut, i: int, letters: list[Letter], decline: Any) -> bool:

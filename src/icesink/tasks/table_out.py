@@ -9,7 +9,7 @@ key). Rows whose key or operation Spark's path would refuse make the table decli
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,14 +24,11 @@ from icesink.tasks.dead_letters import Letter
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn
-from icesink.tasks.files import (
-    ROW_GROUP_ROWS,
-    TableFiles,
-    WriteTask,
-)
+from icesink.tasks.files import TableFiles, WriteTask
 from icesink.tasks.last_changes import last_per_key
+from icesink.tasks.parquet_files import ROW_GROUP_ROWS
 from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
-from icesink.tasks.plain_rows import TOMBSTONE, DirectRows, PlainEnvelope
+from icesink.tasks.plain_rows import DirectRows, PlainEnvelope
 
 # Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
 _CHUNK_ROWS = 8192
@@ -192,100 +189,10 @@ class TableOut:
         return self._files.close() if self._files is not None else []
 
 
-def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
-    """The table's rows of `batch`'s records (None when one is declined): for a table of changes,
-    after their coordinates and whether each is a tombstone (`TOMBSTONE`); with a key column, the
-    record key in it (a string, or the struct of an Avro record key)."""
-    table, avro = out.table, out.avro
-    assert avro is not None
-    if out.keys is not None:
-        batch = _with_key_structs(out, batch)
-        if batch is None:
-            return None
-    values, named = batch.column("value"), batch.column(NAMED) if NAMED in batch.schema.names else None
-    carried = [*ORDER] if table.changes is not None else []
-    carried += ["key"] if table.key_column is not None else []
-    carry = pa.Table.from_batches([batch.select(carried)]) if carried else None
-    tombstones = None
-    if table.changes is not None and table.key_column is not None and values.null_count:
-        assert carry is not None
-        dead, kept = pc.is_null(values), pc.is_valid(values)
-        tombstones = carry.filter(dead)
-        values, carry = values.filter(kept), carry.filter(kept)
-        named = named.filter(kept) if named is not None else None
-    rows = avro.decode(values, named, carry)
-    if rows is None:
-        return None
-    if table.changes is not None:
-        flags = pa.array([False] * rows.num_rows, pa.bool_())
-        rows = rows.add_column(len(ORDER), TOMBSTONE, flags)
-        if tombstones is not None:
-            rows = pa.concat_tables([rows, _tombstone_rows(tombstones, table.task.arrow_schema)])
-    if table.key_column is None:
-        return rows
-    keys = table.changes.keys if table.changes is not None else ()
-    return _with_record_key(rows, table.key_column, len(carried), keys)
-
-
 def _key_schema(table: DirectTable) -> pa.Schema:
     """The fields of an Avro record key's struct column, as the decoder fills them."""
     assert table.key_column is not None
     return pa.schema(list(table.task.arrow_schema.field(table.key_column).type))
-
-
-def _with_key_structs(out: TableOut, batch: pa.RecordBatch) -> pa.RecordBatch | None:
-    """`batch` with its Avro record keys decoded into the key column's structs (null for a null
-    key), or None when one does not decode as Spark's path would (the table is declined)."""
-    assert out.keys is not None
-    assert out.table.key_column is not None
-    raw = batch.column("key")
-    present = pc.is_valid(raw)
-    taken = raw.filter(present) if raw.null_count else raw
-    order = pa.table({"i": pa.array(range(len(taken)), pa.int64())})
-    decoded = out.keys.decode(taken, carry=order)
-    if decoded is None:
-        return None
-    # Rows come a writer schema at a time: back in the records' order, then a null for each null key.
-    decoded = decoded.take(pc.sort_indices(decoded.column("i"))).drop_columns(["i"])
-    kind = out.table.task.arrow_schema.field(out.table.key_column).type
-    structs = pa.StructArray.from_arrays([c.combine_chunks() for c in decoded.columns], fields=list(kind))
-    if raw.null_count:
-        at = pc.subtract(pc.cumulative_sum(pc.cast(present, pa.int64())), 1)
-        structs = structs.take(pc.if_else(present, at, pa.scalar(None, pa.int64())))
-    return batch.set_column(batch.schema.get_field_index("key"), "key", structs)
-
-
-def _tombstone_rows(carried: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Rows of tombstones (their coordinates and key carried): the coordinates, TOMBSTONE set, the
-    key, and every column of the table null (the key column is set from the key after)."""
-    n = carried.num_rows
-    arrays = [*carried.columns[: len(ORDER)], pa.array([True] * n, pa.bool_()), carried.column("key")]
-    names = [*ORDER, TOMBSTONE, "key"]
-    return pa.Table.from_arrays([*arrays, *[pa.nulls(n, f.type) for f in schema]], names=[*names, *schema.names])
-
-
-def _with_record_key(rows: pa.Table, column: str, carried: int, keys: Sequence[str]) -> pa.Table:
-    """`rows` with the carried record key (the `carried` leading columns' last; after the
-    coordinates and TOMBSTONE for a table of changes) in `column`, as a string (a key that is not
-    UTF-8 raises Arrow's error: the table is declined) or an Avro key's struct, and dropped from the
-    carried columns. A key column of the table's (`keys`) that a row lacks takes the record key's
-    field of that name, as Spark's path fills it (changes.classify)."""
-    names = rows.column_names
-    at = names.index("key")
-    record = rows.column(at)
-    struct = pa.types.is_struct(record.type)
-    if not struct:
-        record = record.cast(pa.string())
-    rows = rows.remove_column(at)
-    rows = rows.set_column(rows.column_names.index(column, carried - 1), column, record)
-    if not struct:
-        return rows
-    record = record.combine_chunks() if isinstance(record, pa.ChunkedArray) else record
-    for name in [k for k in keys if k in record.type.names and k != column]:
-        i = rows.column_names.index(name, carried - 1)
-        own = rows.column(i)
-        rows = rows.set_column(i, name, pc.coalesce(own, pc.struct_field(record, name).cast(own.type)))
-    return rows
 
 
 def finish(out: TableOut) -> list[WrittenFile] | None:
