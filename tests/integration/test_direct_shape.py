@@ -144,3 +144,79 @@ def test_a_flattened_case_insensitive_table_in_one_pass_matches_sparks_path(
         arch = meta["cpu"]["Arch"] if meta and i >= 12 else None
         expected.append((i, f"{Decimal(i) / 100:.2f}", *((f"os{i}", i, arch, i % 3) if meta else (None,) * 4)))
     assert sorted(read) == expected, "Trino reads the one-pass table as written"
+
+
+def gadget(i: int) -> dict[str, Any]:
+    """Day one's records: Id, Meta (null in every fourth: no value for its columns), price, tags."""
+    meta = {"OS": f"os{i}", "cpu": {"cores": i}} if i % 4 else None
+    return {"Id": i, "Meta": meta, "price": i / 4, "tags": [str(i)] * (i % 3)}
+
+
+def gadget_v2(i: int) -> dict[str, Any]:
+    """Day two's: ID and meta spelled otherwise, a new nested field (meta.cpu.arch) and a new column."""
+    return {"ID": i, "meta": {"os": f"os{i}", "cpu": {"cores": i, "arch": "arm" if i % 2 else None}}, "extra": i > 15}
+
+
+@pytest.mark.trino
+def test_a_flattened_case_insensitive_json_table_in_one_pass_matches_sparks_path(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Plain JSON (tasks/json_shape.py): created in one pass from a sample's columns, flattened;
+    then records spelling two columns otherwise and bringing a new nested field and a new column:
+    the first job declines, the driver infers their columns, shapes them as the table spells them
+    and evolves it, a second job writes them. Equal to Spark's path's table; a lost checkpoint
+    writes nothing twice."""
+    day1, day2 = scenario.topic("gadgets.20240101"), scenario.topic("gadgets.20240102")
+    create_topics(day1, day2, partitions=1)
+    produce(day1, [gadget(i) for i in range(12)])
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": f"{scenario.namespace}_{side}", "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": sides[side], "tables.flatten_separator": "_", "tables.case_insensitive": True,
+            **more,
+        }  # fmt: skip
+        job = Job(spark, scenario.config(**settings))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_gadgets" for side in sides}
+    assert one_pass(run("direct")) == [(True, [])], "batch 0 creates the flat table in one pass"
+    assert one_pass(run("spark")) == [(False, ["decode", "prepare", "write"])]
+    produce(day2, [gadget_v2(i) for i in range(12, 20)])
+    evolved = run("direct")
+    assert one_pass(evolved) == [(True, [])], "batch 1 evolves the table and stays in one pass"
+    assert evolved[0].spark_jobs == 2, "a second job for the evolved table"
+    assert one_pass(run("spark")) == [(False, ["decode", "prepare", "write"])]
+
+    columns = {}
+    for side, table in tables.items():
+        spark.sql(f"REFRESH TABLE {table}")
+        columns[side] = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
+        assert table_offsets(spark, table) == {**end_offsets(day1), **end_offsets(day2)}
+    assert columns["direct"] == columns["spark"] == {
+        "Id": "bigint", "Meta_OS": "string", "Meta_cpu_cores": "bigint", "price": "double", "tags": "array<string>",
+        "meta_cpu_arch": "string", "extra": "boolean",
+    }  # fmt: skip
+    by_id = [{r.Id: r.asDict() for r in spark.table(t).collect()} for t in tables.values()]
+    assert sorted(by_id[0]) == list(range(20)), "each record once"
+    assert by_id[0] == by_id[1], "every value as Spark's path flattens and matches it"
+    assert by_id[0][4]["Meta_OS"] is None
+    assert by_id[0][13]["Meta_OS"] == "os13"
+    assert by_id[0][13]["meta_cpu_arch"] == "arm"
+
+    read = trino_rows(
+        "SELECT Id, Meta_OS, Meta_cpu_cores, meta_cpu_arch, extra "
+        f'FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_gadgets" ORDER BY Id'
+    )
+    assert read == [tuple(by_id[0][i][c] for c in ("Id", "Meta_OS", "Meta_cpu_cores", "meta_cpu_arch", "extra"))
+                    for i in range(20)], "Trino reads the one-pass table as written"  # fmt: skip
+
+    held = len(snapshots(spark, tables["direct"]))
+    run("direct", **{"job.checkpoint_location": str(tmp_path / "lost"), "kafka.starting_offsets": "earliest"})
+    spark.sql(f"REFRESH TABLE {tables['direct']}")
+    assert len(snapshots(spark, tables["direct"])) == held, "a lost checkpoint: the tables hold every offset"
+    assert sorted(r.Id for r in spark.table(tables["direct"]).collect()) == list(range(20)), "nothing twice"

@@ -52,6 +52,7 @@ from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.files import (
     WriteTask,
 )
+from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
 from icesink.tasks.plain_rows import PlainEnvelope
 from icesink.tasks.table_out import NAMED, ORDER, DirectTable
@@ -133,7 +134,7 @@ def write_once(
 
 def _plain_json(d: DirectItem) -> bool:
     """Whether `d` is a table of plain JSON records (no envelope, no Connect schemas)."""
-    return isinstance(d.decoder, tuple)
+    return isinstance(d.decoder, tuple | ShapedJson)
 
 
 def _written(ctx: BatchContext, d: DirectItem, table: JavaObject, files: list[WrittenFile]) -> Written:

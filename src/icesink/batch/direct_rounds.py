@@ -29,6 +29,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode.records import guess
 from icesink.batch.direct import DirectWritten, Retry, write_once
 from icesink.batch.direct_json import share_inferred
+from icesink.batch.direct_shape import Shaping, shaped
 from icesink.batch.direct_tables import DirectItem, direct_item
 from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
@@ -78,7 +79,11 @@ def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | No
     if table is None:  # a new table, staged with the columns of a sample: with those of every record
         return direct_item(ctx, targets, retry.item, inferred)
     schema = ctx.catalog.spark_schema(table)
-    incoming = _in_table_types(inferred, schema)
+    settings = ctx.config.tables.settings_for(plan.table.name)
+    reshaped = shaped(inferred, Shaping(settings.flatten_separator, settings.case_insensitive), schema)
+    if reshaped is None:
+        return None
+    incoming = _in_table_types(reshaped[0], schema)
     assert isinstance(incoming, StructType)
     target = merged(schema, incoming)
     if conflicts(target, incoming) or not evolve_to(ctx, plan.table, table, target):

@@ -2,7 +2,7 @@
 table whose records its tasks decode exactly as Spark's path would, or none.
 
 Tables routed by topic, partitioned or not (the tasks compute the partition values of the table's
-current spec, tasks/partition_values.py), append, upsert or changelog (`_change_spec`: each task
+current spec, tasks/partition_values.py), append, upsert or changelog (batch/direct_changes.py: each task
 reads whole topic-partitions and writes each key's last change of them, and the driver checks that
 no key was written by two tasks, tasks/change_rows.py), with no record key column, or one the
 tasks fill (batch/direct_keys.py: a string key, an Avro record key for Avro values, a JSON record
@@ -24,35 +24,35 @@ the rows in its names and shape (batch/direct_shape.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import IntegerType, LongType, StringType, StructType, TimestampType
+from pyspark.sql.types import StructType
 
 from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.decode.json import JsonDecoder
-from icesink.batch.decode.records import change_spec
 from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
+from icesink.batch.direct_changes import table_changes
 from icesink.batch.direct_json import Item, connect_key, json_schema
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
-from icesink.batch.direct_shape import Shaping
+from icesink.batch.direct_shape import Shaping, shaped
 from icesink.batch.plan import TablePlan
 from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
 from icesink.batch.work import partition_fields
 from icesink.batch.write import CHANGES_PER_TASK
-from icesink.config import OrderScope, ValueFormat, WriteMode
-from icesink.errors import ConfigError
+from icesink.config import ValueFormat
 from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import wire
 from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
+from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.partition_values import supported
 from icesink.tasks.plain_rows import PlainEnvelope
 from icesink.tasks.table_out import DirectDecoder
@@ -72,7 +72,7 @@ class DirectItem:
     changes: ChangeSpec | None = None  # an upsert or changelog table
     key: RecordKey | None = None  # the column of the record key (batch/direct_keys.py), and its decoder
     # A table of changes ordered across batches: the order_by value below which a change may be
-    # older than the row the table holds (its tasks decline such a batch; `_change_spec`).
+    # older than the row the table holds (its tasks decline such a batch; batch/direct_changes.py).
     order_floor: Any = None
 
 
@@ -125,12 +125,12 @@ def _decoder_item(
                         "ones the one-pass job fills its key column with")  # fmt: skip
     settings = config.tables.settings_for(plan.table.name)
     shaping = Shaping(settings.flatten_separator, settings.case_insensitive)
-    if not shaping.plain and (config.decode.format is not ValueFormat.AVRO or key is not None):
-        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for it, and its "
-                        "records are not Avro values without a record key column")  # fmt: skip
+    if not shaping.plain and key is not None:
+        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table with a "
+                        "record key column")  # fmt: skip
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
-        found = _json_item(ctx, targets, item, key, settings.is_cdc, inferred)
+        found = _json_item(ctx, targets, item, key, settings.is_cdc, inferred, shaping)
         if found is None:
             return declined(ctx, plan, "its columns, or its records' shape or keys, are not ones the one-pass JSON "
                             "decoder takes (decode.direct_json in the README)")  # fmt: skip
@@ -152,18 +152,21 @@ def _decoder_item(
 
 
 def _json_item(
-    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool, inferred: StructType | None
+    ctx: BatchContext, targets: Targets, item: Item, key: KeySide | None, cdc: bool, inferred: StructType | None,
+    shaping: Shaping,
 ) -> DirectItem | None:  # fmt: skip
     """A JSON table, of plain JSON (decoded by the tasks' `direct_columns`) or of Connect JSON
-    (tasks/decode_connect.py), with the columns batch/direct_json.py says."""
+    (tasks/decode_connect.py), with the columns batch/direct_json.py says; a flattened or
+    case-insensitive one of plain JSON without an envelope (`shaping`, tasks/json_shape.py)."""
     decoder = ctx.decoder
-    if not isinstance(decoder, JsonDecoder):
+    if not isinstance(decoder, JsonDecoder) or (not shaping.plain and decoder.envelope is not None):
         return None
     if key is not None and key.connect:
         key = connect_key(ctx, targets, item, key)
         if key is None:
             return None
     schema, connect = json_schema(ctx, targets, item, key, decoder, inferred)
+    schema = _shaped_json(schema, connect, item[1] is None, shaping)
     if schema is None:
         return None
     # Connect JSON keys beside Connect JSON values only, plain JSON keys beside plain values only.
@@ -173,20 +176,41 @@ def _json_item(
     fits, record = record_key(schema, key)
     if not fits:
         return None
-    changes = _change_spec(ctx, plan, table, schema, record) if cdc else None
+    changes = table_changes(ctx, plan, table, schema, record) if cdc else None
     if cdc and changes is None:
         return None
     spec, floor = changes if changes is not None else (None, None)
     keys = spec.keys if spec is not None else ()
-    found: DirectDecoder | None
+    found = _json_decoder(schema, connect, keys, decoder.envelope, shaping)
+    return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
+
+
+def _shaped_json(schema: StructType | None, connect: bool, new: bool, shaping: Shaping) -> StructType | None:
+    """A flattened or case-insensitive table's columns: a new one's shaped as Spark's path shapes
+    the records' (batch/direct_shape.py); not for Connect JSON."""
+    if schema is None or shaping.plain:
+        return schema
+    if connect:
+        return None
+    if not new:
+        return schema
+    reshaped = shaped(schema, shaping, StructType([]))
+    return reshaped[0] if reshaped is not None else None
+
+
+def _json_decoder(
+    schema: StructType, connect: bool, keys: Sequence[str], envelope: EnvelopeSpec | None, shaping: Shaping
+) -> DirectDecoder | None:  # fmt: skip
     if connect:
         # A table of another writer's may have a required column: a null the tasks leave there fails the write.
         required = any(not f.nullable and f.name not in keys for f in schema.fields)
-        found = DirectConnect(schema, decoder.envelope) if not required else None
-    else:
-        columns = direct_columns(schema, keys)
-        found = PlainEnvelope(columns, decoder.envelope) if columns and decoder.envelope is not None else columns
-    return DirectItem(item, found, schema, changes=spec, key=record, order_floor=floor) if found is not None else None
+        return DirectConnect(schema, envelope) if not required else None
+    columns = direct_columns(schema, keys)
+    if not columns:
+        return None
+    if not shaping.plain:
+        return ShapedJson(columns, shaping.separator, shaping.case_insensitive)
+    return PlainEnvelope(columns, envelope) if envelope is not None else columns
 
 
 def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shaping) -> DirectItem | None:
@@ -247,37 +271,11 @@ def _evolved(
 
 
 def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:
-    """An Avro upsert or changelog table, when the one-pass job can write its changes (`_change_spec`).
+    """An Avro upsert or changelog table, when the one-pass job can write its changes (batch/direct_changes.py).
     How many changes the job takes: `split_direct`."""
     plan, table, _ = found.item
-    changes = _change_spec(ctx, plan, table, found.schema, found.key)
+    changes = table_changes(ctx, plan, table, found.schema, found.key)
     return replace(found, changes=changes[0], order_floor=changes[1]) if changes is not None else None
-
-
-def _change_spec(
-    ctx: BatchContext, plan: TablePlan, table: JavaObject | None, schema: StructType, key: RecordKey | None
-) -> tuple[ChangeSpec, Any] | None:
-    """The table's keys and operation as Spark's path resolves them (records.change_spec), and the
-    `order_by` value below which a change may be older than the row the table holds for its key
-    (iceberg/order_bound.py; None: no change is); None where that path reports a problem, reads an
-    operation that is not a string, or the floor is not known."""
-    settings = ctx.config.tables.settings_for(plan.table.name)
-    try:
-        key_type = schema[key.column].dataType if key is not None else None
-        spec = change_spec(ctx, plan.table, settings, table, key_type, schema)
-    except ConfigError:
-        return None
-    if spec.mode is WriteMode.CHANGELOG and not isinstance(schema[spec.operation_column].dataType, StringType):
-        return None
-    snapshot = table.currentSnapshot() if table is not None else None
-    if not spec.order_by or settings.order_by_scope is not OrderScope.TABLE or snapshot is None:
-        return spec, None
-    # Integers, and timestamps as their microseconds (iceberg/order_bound.py); strings' bounds
-    # compare otherwise in Iceberg (truncated, by UTF-8 bytes) than in Arrow.
-    if not isinstance(schema[spec.order_by].dataType, IntegerType | LongType | TimestampType):
-        return None
-    known, floor = ctx.order_bounds.get(plan.table, snapshot.snapshotId(), spec.order_by)
-    return (spec, floor) if known else None
 
 
 def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple[list[DirectItem], list[Item]]:

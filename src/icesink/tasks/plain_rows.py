@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, check, checked_array, json_object
+from icesink.tasks.json_shape import JsonShape
 
 
 @dataclass(frozen=True)
@@ -102,13 +103,16 @@ class DirectRows(CarriedRows):
     struct of its JSON object, and a key column of the table's (`keys`) that a row lacks takes the
     record key's field of that name, as Spark's path fills it (changes.classify). With `carry`, a
     record without a value is then a tombstone: a row of only its key. With `envelope`, each
-    record is a Debezium change event (`PlainEnvelope`)."""
+    record is a Debezium change event (`PlainEnvelope`). With `shape`, a record's object is
+    flattened or matched to the columns ignoring case first (tasks/json_shape.py)."""
 
     def __init__(
         self, columns: Sequence[DirectColumn], carry: bool = False, key_column: str | None = None,
         envelope: EnvelopeSpec | None = None, key: DirectColumn | None = None, keys: Sequence[str] = (),
+        shape: JsonShape | None = None,
     ) -> None:  # fmt: skip
         super().__init__(carry, key_column)
+        self._shape = shape  # a flattened or case-insensitive table's (tasks/json_shape.py)
         self._columns = tuple(columns)
         self._names = frozenset(c.name for c in columns)
         self._order = tuple(c.name for c in columns)
@@ -142,6 +146,8 @@ class DirectRows(CarriedRows):
             found = json_object(value)
             if found is not None and self._envelope is not None:
                 found = self._change(found, self._envelope)
+            if found is not None and self._shape is not None:
+                found = self._shape.row(found)
             if found is None or not self._names.issuperset(found):
                 return False
             get = found.get

@@ -25,6 +25,7 @@ from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn
 from icesink.tasks.files import TableFiles, WriteTask
+from icesink.tasks.json_shape import JsonShape, ShapedJson
 from icesink.tasks.last_changes import last_per_key
 from icesink.tasks.parquet_files import ROW_GROUP_ROWS
 from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
@@ -42,7 +43,7 @@ ORDER = ("topic", "partition", "offset")
 REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError, UnsupportedPartitionError)
 
 
-DirectDecoder = tuple[DirectColumn, ...] | PlainEnvelope | DirectAvro | DirectConnect
+DirectDecoder = tuple[DirectColumn, ...] | PlainEnvelope | ShapedJson | DirectAvro | DirectConnect
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,9 @@ class TableOut:
             self.rows = ConnectRows(decoder, carry, table.key_column, keys, spec)
         elif isinstance(decoder, PlainEnvelope):
             self.rows = DirectRows(decoder.columns, carry, table.key_column, decoder.envelope, plain_key, spec)
+        elif isinstance(decoder, ShapedJson):
+            shape = JsonShape(decoder)
+            self.rows = DirectRows(decoder.columns, carry, table.key_column, None, plain_key, spec, shape=shape)
         elif not isinstance(decoder, DirectAvro):
             self.rows = DirectRows(decoder, carry, table.key_column, None, plain_key, spec)
         avro_keys = table.key_decoder if isinstance(table.key_decoder, DirectAvro) else None
