@@ -16,6 +16,7 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   icesink-avro-flat      icesink-avro's fields, four of them in a record `client`, two in a nullable
                          record `page`, into a flattened table (tables.flatten_separator: _)
   icesink-avro-flat-jvm  the same through Spark's from_avro (decode.direct_avro: false)
+  icesink-json-flat(-jvm)  the same records as JSON objects, one pass (and through Spark's from_json)
   icesink-cdc-bucket     icesink-cdc into a table partitioned by bucket(16, id) (keys from the value)
   icesink-json-upsert    icesink-json into an upsert table keyed by id
   icesink-debezium       the CDC stream as Debezium's Avro change events (record keys, envelopes,

@@ -8,20 +8,26 @@ that creates its tables (not measured), then `--repeat` batches into the existin
 with fresh records; the figure is the median batch time from the batch handler's timings (its
 steps too). Printed: both medians, the ratio, and the step times of the median batch.
 
-    python -m dev.bench.fanout [--tables 200] [--records 50] [--repeat 3] [--parallelism 1,8]
-                               [--commit both|together|apart] [--restart]
+    python -m dev.bench.fanout [--tables 200 | --sizes 1,10,50,200,1000] [--records 50] [--repeat 3]
+                               [--parallelism 1,8] [--commit both|together|apart] [--restart]
+                               [--report docs/bench-report.json]
 
 --parallelism runs the many-table side once per `job.table_parallelism` value given; --commit once
 with the batch's tables committed in one catalog request (`catalog.multi_table_commit: true`, the
 default), once table by table (false), or both (the default); --restart then restarts each
 many-table job with its checkpoint lost (a fresh one starts from the tables' offsets) and reports
-its start.
+its start. Each size reports the first batch (which creates the tables), the median batch and
+its steps, the catalog requests, and the peak resident memory of the process tree (driver, its
+JVM, the Python workers) while that side ran; --report adds them to a report.json (section
+`fanout`), from which docs/performance.md renders them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import tempfile
 import time
 import uuid
@@ -30,6 +36,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from dev.bench import report as rep
+from dev.bench.measure import peaks_of
 from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
 from dev.kit.kafka import create_topics
 from icesink.config import Config, parse_config
@@ -72,11 +80,14 @@ def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None
     return parse_config(raw)
 
 
-def batches(spark: Any, config: Config, topics: list[str], per_topic: int, repeat: int) -> list[BatchTimings]:
+def batches(
+    spark: Any, config: Config, topics: list[str], per_topic: int, repeat: int
+) -> tuple[BatchTimings, list[BatchTimings]]:  # fmt: skip
     """A batch that creates the tables, then `repeat` measured batches; their timings."""
     from icesink.job.query import Job
 
     measured: list[BatchTimings] = []
+    first: BatchTimings | None = None
     # One job for every round, as a running stream keeps its batch handler (its decoders' memos,
     # the writer schemas it saw, its driver threads) from batch to batch; each round is a query
     # of its own only so that it is exactly one batch.
@@ -89,8 +100,11 @@ def batches(spark: Any, config: Config, topics: list[str], per_topic: int, repea
         assert len(seen) == 1, f"expected one batch per round, got {len(seen)}"
         if round_:
             measured.append(seen[0])
+        else:
+            first = seen[0]
         print(f"  round {round_}: {seen[0].line()}", flush=True)
-    return measured
+    assert first is not None
+    return first, measured
 
 
 def restarted(spark: Any, config: Config, topics: list[str], per_topic: int, start: int) -> str:
@@ -119,9 +133,63 @@ def median_batch(runs: list[BatchTimings]) -> BatchTimings:
     return sorted(runs, key=lambda t: t.total)[len(runs) // 2]
 
 
+def _row(
+    label: str, first: BatchTimings, batch: BatchTimings, single: BatchTimings, peaks: list[int]
+) -> dict[str, Any]:
+    return {
+        "side": label, "first_s": round(first.total, 3), "median_s": round(batch.total, 3),
+        "vs_one_table": round(batch.total / single.total, 2), "steps": {k: round(v, 3) for k, v in batch.steps.items()},
+        "catalog_requests": batch.catalog_requests, "spark_jobs": batch.spark_jobs,
+        "peak_rss_mb": {"jvm": peaks[0] // 2**20, "workers": peaks[1] // 2**20, "all": peaks[2] // 2**20},
+    }  # fmt: skip
+
+
+def run_size(
+    spark: Any, args: Any, tag: str, work: Path, size: tuple[int, int], levels: list[int | None]
+) -> dict[str, Any]:  # fmt: skip
+    """One size (tables, records per table): the one-table batch of the same records, then the
+    many-table side in each mode."""
+    tables, records = size
+    total = tables * records
+    one = f"fanout_{tag}_one{tables}"
+    create_topics(one, partitions=2)
+    print(f"one table: {total} records per batch from 1 topic", flush=True)
+    cp = work / f"cp-one{tables}"
+    _, runs = batches(spark, config_for(tag, f"^{one}$", cp, None), [one], total, args.repeat)
+    single = median_batch(runs)
+    out: dict[str, Any] = {
+        "tables": tables, "records_per_table": records, "records": total, "one_table_s": round(single.total, 3),
+        "sides": [],
+    }  # fmt: skip
+    modes = {"both": (True, False), "together": (True,), "apart": (False,)}[args.commit]
+    for level in levels:
+        for together in modes:
+            side = f"{tables}_{level or 0}_{'m' if together else 's'}"
+            many = [f"fanout_{tag}_{side}_t{i:04d}" for i in range(tables)]
+            create_topics(*many, partitions=1)
+            pattern = f"^fanout_{tag}_{side}_t[0-9]+$"
+            label = f"table_parallelism {level}" if level is not None else "default table_parallelism"
+            label += ", one commit request" if together else ", a commit per table"
+            print(f"{tables} tables, {records} records each per batch ({label})", flush=True)
+            config = config_for(tag, pattern, work / f"cp-many-{side}", level, together)
+            with peaks_of(os.getpid()) as peaks:
+                first, runs = batches(spark, config, many, records, args.repeat)
+            row = _row(label, first, median_batch(runs), single, peaks)
+            if args.restart:
+                fresh = config_for(tag, pattern, work / f"cp-lost-{side}", level, together)
+                row["restart"] = restarted(spark, fresh, many, records, (args.repeat + 1) * records)
+                print(f"  {row['restart']}", flush=True)
+            out["sides"].append(row)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=200)
+    parser.add_argument(
+        "--sizes", default="",
+        help="several sizes instead of --tables: TABLES[:RECORDS] comma-separated, e.g. 1,10,50,200,1000:10",
+    )  # fmt: skip
     parser.add_argument("--records", type=int, default=50, help="records per topic per batch")
     parser.add_argument("--repeat", type=int, default=3, help="measured batches per side (median)")
     parser.add_argument("--parallelism", default="", help="job.table_parallelism values, comma-separated")
@@ -137,52 +205,44 @@ def main() -> None:
         "--catalog-property", action="append", default=[], metavar="KEY=VALUE",
         help="a catalog.properties entry for both sides (repeatable), e.g. rest-metrics-reporting-enabled=false",
     )  # fmt: skip
+    parser.add_argument("--report", type=Path, help="add the figures to this report.json (section `fanout`)")
     args = parser.parse_args()
     from icesink.job.session import build_session
 
     CATALOG_PROPERTIES.update(kv.split("=", 1) for kv in args.catalog_property)
-
     levels: list[int | None] = [int(x) for x in args.parallelism.split(",") if x] or [None]
+    sizes = [
+        (int(n), int(r[0]) if r else args.records) for n, *r in (x.split(":") for x in args.sizes.split(",") if x)
+    ] or [(args.tables, args.records)]
     tag = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="icesink-fanout-"))
-    one = f"fanout_{tag}_one"
-    create_topics(one, partitions=2)
-    spark = build_session(config_for(tag, one, work / "cp-one", None))
-    started = time.monotonic()
-    total = args.tables * args.records
-    print(f"one table: {total} records per batch from 1 topic", flush=True)
-    single = median_batch(batches(spark, config_for(tag, f"^{one}$", work / "cp-one", None), [one], total, args.repeat))
-    results = []
-    restarts: list[str] = []
-    modes = {"both": (True, False), "together": (True,), "apart": (False,)}[args.commit]
-    for level in levels:
-        for together in modes:
-            side = f"{level or 0}_{'m' if together else 's'}"
-            many = [f"fanout_{tag}_{side}_t{i:03d}" for i in range(args.tables)]
-            create_topics(*many, partitions=1)
-            pattern = f"^fanout_{tag}_{side}_t[0-9]+$"
-            cp = work / f"cp-many-{side}"
-            label = f"table_parallelism {level}" if level is not None else "default table_parallelism"
-            label += ", one commit request" if together else ", a commit per table"
-            print(f"{args.tables} tables, {args.records} records each per batch ({label})", flush=True)
-            runs = batches(spark, config_for(tag, pattern, cp, level, together), many, args.records, args.repeat)
-            results.append((label, median_batch(runs)))
-            if args.restart:
-                fresh = config_for(tag, pattern, work / f"cp-lost-{side}", level, together)
-                restarts.append(
-                    f"{label}: " + restarted(spark, fresh, many, args.records, (args.repeat + 1) * args.records)
-                )
-                print(f"  {restarts[-1]}", flush=True)
+    spark = build_session(config_for(tag, "^none$", work / "cp-none", None))
+    started, began = time.monotonic(), rep.now()
+    results = [run_size(spark, args, tag, work, n, levels) for n in sizes]
     print()
-    print(f"one table, {total} records:        median batch {single.total:6.2f} s   {single.line()}")
-    for label, batch in results:
+    for r in results:
         print(
-            f"{args.tables} tables x {args.records} ({label}): median batch {batch.total:6.2f} s, "
-            f"{batch.total / single.total:5.1f}x the one-table batch   {batch.line()}"
+            f"{r['tables']} table(s) x {r['records_per_table']}: one table of {r['records']} records: median batch "
+            f"{r['one_table_s']:.2f} s"
         )
-    for line in restarts:
-        print(line)
-    print(f"(took {(time.monotonic() - started) / 60:.1f} min; namespace bench_{tag}; target: <= 3x)")
+        for side in r["sides"]:
+            peak = side["peak_rss_mb"]["all"]
+            print(
+                f"  {side['side']}: first batch {side['first_s']:.2f} s, median batch {side['median_s']:.2f} s "
+                f"({side['vs_one_table']:.1f}x), {side['catalog_requests']} catalog requests, peak RSS {peak} MB; "
+                + ", ".join(f"{k} {v:.2f}s" for k, v in side["steps"].items())
+            )
+            if "restart" in side:
+                print(f"  {side['restart']}")
+    minutes = (time.monotonic() - started) / 60
+    print(f"(took {minutes:.1f} min; namespace bench_{tag}; target: <= 3x at 200 tables)")
+    if args.report:
+        command = "python -m dev.bench.fanout " + " ".join(sys.argv[1:])
+        section = {
+            "date": rep.now(), "started": began, "minutes": round(minutes, 1), "machine": rep.machine(),
+            "command": command.replace(f" --report {args.report}", ""), "repeat": args.repeat, "sizes": results,
+        }  # fmt: skip
+        rep.merge_section(args.report, "fanout", section)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,35 @@ def cdc_figures(c: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def fanout_figures(f: dict[str, Any] | None) -> str:
+    """The fan-out benchmark's section (dev/bench/fanout.py --report)."""
+    if not f:
+        return NOT_MEASURED
+    lines = [
+        f"Measured {f.get('started', '')} to {f['date']}, `{f['command']}` ({f['minutes']:.0f} min), on "
+        f"{machine_text(f.get('machine', {}))}: the median of {plural(f['repeat'], 'batch')} after the one that "
+        "creates the tables; the one-table batch takes the same records from one topic into one table.",
+        "",
+    ]
+    rows = []
+    for size in f["sizes"]:
+        for side in size["sides"]:
+            steps = side["steps"]
+            split = " / ".join(f"{steps.get(k, 0):.2f}" for k in ("plan", "direct", "commit"))
+            label = side["side"].replace("default table_parallelism, ", "")
+            rows.append([
+                f"{size['tables']:,} x {size['records_per_table']}", label, f"{side['first_s']:.2f} s",
+                f"{side['median_s']:.2f} s", f"{size['one_table_s']:.2f} s", f"**{side['vs_one_table']:.1f}x**", split,
+                str(side["catalog_requests"]), f"{side['peak_rss_mb']['all']:,} MB",
+            ])  # fmt: skip
+    header = [
+        "tables x records", "commit", "first batch (creates them)", "median batch", "one table, same records", "ratio",
+        "plan / direct / commit (s)", "catalog requests", "peak RSS (driver, JVM, workers)",
+    ]  # fmt: skip
+    lines += table(header, rows)
+    return "\n".join(lines)
+
+
 def render(report: dict[str, Any], report_path: str) -> str:
     machine = report.get("machine") or {"cores": report.get("cores")}
     text = Template(TEMPLATE.read_text()).substitute(
@@ -199,6 +228,7 @@ def render(report: dict[str, Any], report_path: str) -> str:
         e2e_figures=e2e_figures(report),
         decode_figures=decode_figures(report.get("decode")),
         cdc_figures=cdc_figures(report.get("cdc")),
+        fanout_figures=fanout_figures(report.get("fanout")),
     )
     return text.rstrip() + "\n"
 

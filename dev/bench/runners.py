@@ -41,10 +41,13 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         "catalog": {"name": CATALOG, "uri": CATALOG_URI},
         "s3": {"endpoint": S3_ENDPOINT},
         "tables": {"namespace": namespace},
-        "decode": {"format": "json" if variant in ("json", "debezium-json") else "avro", "operation_column": "op"},
+        "decode": {
+            "format": "json" if variant in ("json", "debezium-json", "json-grouped") else "avro",
+            "operation_column": "op",
+        },
         "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false", "spark.driver.memory": "3g"}},
     }
-    if variant not in ("json", "debezium-json"):
+    if variant not in ("json", "debezium-json", "json-grouped"):
         raw["decode"]["registry"] = {"url": REGISTRY_URL}
     if variant == "cdc":
         raw["tables"].update({"mode": "changelog", "key_columns": ["id"]})

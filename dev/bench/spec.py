@@ -14,14 +14,15 @@ from typing import Any, Literal
 # The parts of the end-to-end benchmark, in the order they run.
 PARTS = (
     "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-avro-nested",
-    "icesink-avro-nested-jvm", "icesink-avro-flat", "icesink-avro-flat-jvm", "icesink-cdc-bucket",
+    "icesink-avro-nested-jvm", "icesink-avro-flat", "icesink-avro-flat-jvm", "icesink-json-flat",
+    "icesink-json-flat-jvm", "icesink-cdc-bucket",
     "icesink-json-upsert", "icesink-debezium", "icesink-debezium-json", "seed000", "builtin", "builtin-json",
     "noop", "kc-sink", "kc-sink-days", "kc-sink-json", "icesink-avro-cold", "icesink-avro-days-cold",
     "icesink-json-cold", "freshness", "builtin-freshness", "freshness-debezium", "small", "memory", "sweep",
 )  # fmt: skip
 
 Kind = Literal["icesink", "seed000", "builtin", "noop", "kc-sink", "freshness", "builtin-freshness", "small"]
-Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json", "avro-nested", "avro-grouped"]
+Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json", "avro-nested", "avro-grouped", "json-grouped"]
 
 # part -> (how it runs, which topic it reads)
 CATCH_UP: dict[str, tuple[Kind, Variant]] = {
@@ -33,6 +34,8 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-avro-nested-jvm": ("icesink", "avro-nested"),
     "icesink-avro-flat": ("icesink", "avro-grouped"),
     "icesink-avro-flat-jvm": ("icesink", "avro-grouped"),
+    "icesink-json-flat": ("icesink", "json-grouped"),
+    "icesink-json-flat-jvm": ("icesink", "json-grouped"),
     "icesink-cdc-bucket": ("icesink", "cdc"),
     "icesink-json-upsert": ("icesink", "json"),
     "icesink-debezium": ("icesink", "debezium"),
@@ -58,6 +61,8 @@ TABLES: dict[str, dict[str, Any]] = {
     "icesink-cdc-bucket": {"partition_by": ["bucket(16, id)"]},
     "icesink-avro-flat": {"flatten_separator": "_"},
     "icesink-avro-flat-jvm": {"flatten_separator": "_"},
+    "icesink-json-flat": {"flatten_separator": "_"},
+    "icesink-json-flat-jvm": {"flatten_separator": "_"},
     "icesink-json-upsert": {"mode": "upsert", "key_columns": ["id"]},
     "icesink-debezium": {"partition_by": ["bucket(16, id)"]},
     "icesink-debezium-json": {"partition_by": ["bucket(16, id)"]},
@@ -73,6 +78,7 @@ COLD = frozenset({"icesink-avro-cold", "icesink-avro-days-cold", "icesink-json-c
 DECODE: dict[str, dict[str, Any]] = {
     "icesink-avro-nested-jvm": {"direct_avro": False},
     "icesink-avro-flat-jvm": {"direct_avro": False},
+    "icesink-json-flat-jvm": {"direct_json": False},
 }
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds, the records). icesink
@@ -159,6 +165,7 @@ class RunSpec:
         out += ["debezium-json"] if "icesink-debezium-json" in self.parts else []
         out += ["avro-nested"] if {"icesink-avro-nested", "icesink-avro-nested-jvm"} & set(self.parts) else []
         out += ["avro-grouped"] if {"icesink-avro-flat", "icesink-avro-flat-jvm"} & set(self.parts) else []
+        out += ["json-grouped"] if {"icesink-json-flat", "icesink-json-flat-jvm"} & set(self.parts) else []
         return out
 
 

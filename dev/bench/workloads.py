@@ -296,6 +296,22 @@ def load_debezium_json(p: Any, topic: str, n: int) -> int:
     return size
 
 
+def _encoder(topic: str, variant: str) -> Callable[[int], bytes]:
+    """Record i's value, for the variants of one append record per i."""
+    if variant == "avro-nested":
+        nested = AvroWriter(topic, NESTED_SCHEMA, sample=nested_event(0))
+        return lambda i: nested(nested_event(i))
+    if variant == "avro-grouped":
+        grouped = AvroWriter(topic, GROUPED_SCHEMA, sample=grouped_event(0))
+        return lambda i: grouped(grouped_event(i))
+    if variant == "json-grouped":
+        return lambda i: as_json(grouped_event(i))
+    if variant == "avro":
+        flat = AvroWriter(topic, SCHEMA)
+        return lambda i: flat(event(i))
+    return lambda i: as_json(event(i))
+
+
 def load(topic: str, variant: str, n: int, first: int = 0) -> float:
     """Produces records first..first+n of a variant; returns the mean value size."""
     p = producer()
@@ -304,18 +320,6 @@ def load(topic: str, variant: str, n: int, first: int = 0) -> float:
         size = load_debezium(p, topic, n)
     elif variant == "debezium-json":
         size = load_debezium_json(p, topic, n)
-    elif variant == "avro-nested":
-        writer = AvroWriter(topic, NESTED_SCHEMA, sample=nested_event(0))
-        for i in range(first, first + n):
-            v = writer(nested_event(i))
-            size += len(v)
-            send(p, topic, v, None, i % 2)
-    elif variant == "avro-grouped":
-        writer = AvroWriter(topic, GROUPED_SCHEMA, sample=grouped_event(0))
-        for i in range(first, first + n):
-            v = writer(grouped_event(i))
-            size += len(v)
-            send(p, topic, v, None, i % 2)
     elif variant == "cdc":
         writer = AvroWriter(topic, CDC_SCHEMA)
         for i, (key, op) in enumerate(cdc_changes(n, seed=7)):
@@ -323,10 +327,9 @@ def load(topic: str, variant: str, n: int, first: int = 0) -> float:
             size += len(v)
             send(p, topic, v, str(key).encode(), key % 2)
     else:
-        writer = AvroWriter(topic, SCHEMA)
+        encode = _encoder(topic, variant)
         for i in range(first, first + n):
-            e = event(i)
-            v = writer(e) if variant == "avro" else as_json(e)
+            v = encode(i)
             size += len(v)
             send(p, topic, v, None, i % 2)
     assert p.flush(120) == 0, f"records to {topic} not delivered"
