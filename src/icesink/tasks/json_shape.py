@@ -45,18 +45,17 @@ class JsonShape:
         flat = _flattened(found, self._separator) if self._separator else found
         if flat is None:
             return None
+        if self._spelling is None:
+            if self._names.issuperset(flat):
+                return flat
+            return {name: value for name, value in flat.items() if value is not None or name in self._names}
         out: dict[str, Any] = {}
         for name, value in flat.items():
-            column = name
-            if self._spelling is not None:
-                column = self._spelling.get(name.lower(), name)
-                if self._spelled.setdefault(column, name) != name:
-                    return None
-            if column in out:
+            column = self._spelling.get(name.lower(), name)
+            if self._spelled.setdefault(column, name) != name or column in out:
                 return None
-            if value is None and column not in self._names:
-                continue
-            out[column] = value
+            if value is not None or column in self._names:
+                out[column] = value
         return out
 
 
@@ -64,15 +63,15 @@ def _flattened(found: dict[str, Any], separator: str, prefix: str = "") -> dict[
     """`found` with its nested objects' fields as top-level fields named by their path; None when
     two paths give one name."""
     out: dict[str, Any] = {}
+    leaves = 0
     for key, value in found.items():
-        name = prefix + key
         if type(value) is dict:
-            inner = _flattened(value, separator, name + separator)
-            if inner is None or not out.keys().isdisjoint(inner):
+            inner = _flattened(value, separator, prefix + key + separator)
+            if inner is None:
                 return None
             out.update(inner)
-        elif name in out:
-            return None
+            leaves += len(inner)
         else:
-            out[name] = value
-    return out
+            out[prefix + key] = value
+            leaves += 1
+    return out if len(out) == leaves else None
