@@ -1,9 +1,9 @@
 """Dead letters of the one-pass job (tasks/dead_letters.py): the null values, unframed values and
-bodies that do not decode of an Avro append table, the null, empty, not-JSON and not-object
-values of a JSON one, become the dead letters Spark's path makes of them, byte for byte (key,
-value, headers, timestamp, stage, class, message), while the table's other records stay on the
-one-pass path; once and only once after a crash between the dead-letter table's commit and the
-table's."""
+bodies that do not decode of an Avro append table, the unframed values and undecodable bodies of
+an Avro changelog table, the null, empty, not-JSON and not-object values of a JSON one, become
+the dead letters Spark's path makes of them, byte for byte (key, value, headers, timestamp,
+stage, class, message), while the table's other records stay on the one-pass path; once and only
+once after a crash between the dead-letter table's commit and the table's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from dev.bench.workloads import SCHEMA, event
+from dev.bench.workloads import CDC_SCHEMA, SCHEMA, cdc_changes, event
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
 from icesink.job.query import Job
@@ -100,6 +100,61 @@ def test_avro_null_unframed_and_undecodable_values_are_dead_letters_of_the_one_p
     assert sorted(r.id for r in spark.table(table["direct"]).collect()) == list(range(48))
     assert rows(spark, table["direct"]) == rows(spark, table["spark"])
     assert table_offsets(spark, table["direct"]) == end_offsets(topic)
+
+
+def test_bad_values_of_an_avro_changelog_table_are_dead_letters_and_its_changes_stay_on_the_one_path(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """A changelog table keyed from the value, by bucket(4, id): unframed values and a body cut
+    short among its changes are the dead letters Spark's path makes of them (the changes of their
+    keys before and after them apply, as there); killed after the dead-letter commit, the replay
+    writes the changes once, in one pass."""
+    topic = scenario.topic("changes")
+    create_topics(topic, partitions=2)
+    changes = cdc_changes(60, seed=3)
+    good = avro_values(topic, CDC_SCHEMA, [{**event(i, key), "op": op} for i, (key, op) in enumerate(changes)])
+    cut = good[5][:-40]
+    junk: list[bytes] = [b'{"id": 1}', b"\x00\x01", cut, b"", b"\x02" + good[7][1:]]
+    records: list[tuple[bytes | None, bytes | None, int]] = []
+    for i, ((key, _), value) in enumerate(zip(changes, good, strict=True)):
+        records.append((str(key).encode(), value, key % 2))
+        if i % 12 == 6:
+            records.append((b"bad", junk[i // 12], i % 2))
+    produce_keyed(topic, records)
+
+    def settings(side: str) -> dict[str, Any]:
+        return avro_config(
+            scenario, **{
+                "tables.namespace": f"{scenario.namespace}_{side}", "job.checkpoint_location": str(tmp_path / side),
+                "decode.direct_avro": side == "direct", "decode.operation_column": "op", "tables.mode": "changelog",
+                "tables.key_columns": ["id"], "tables.partition_by": ["bucket(4, id)"],
+            },
+        )  # fmt: skip
+
+    crashed = run_cli(scenario.write_config(tmp_path / "direct.yaml", **settings("direct")),
+                      env={faults.ENV: "after-dead-letters:0"})  # fmt: skip
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert len(dead_letters(spark, f"{scenario.namespace}_direct")) == 5
+    table = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_changes" for side in SIDES}
+    assert not snapshots(spark, table["direct"]), "created, nothing committed"
+
+    timings = {side: run(spark, scenario, settings(side)) for side in SIDES}
+    assert one_pass(timings["direct"]) == [True], "the replay: its changes in one pass, no decode job"
+    assert one_pass(timings["spark"]) == [False]
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in SIDES}
+    assert found["direct"] == found["spark"], "the same dead letters, once each"
+    assert sorted(r[8] for r in found["direct"]) == ["AvroDecodeError"] + ["NotConfluentFramed"] * 4
+    assert rows(spark, table["direct"]) == rows(spark, table["spark"]), "every key's last change, as Spark's path"
+    assert sorted(r.id for r in spark.table(table["direct"]).collect()) == sorted(oracle(changes))
+    assert table_offsets(spark, table["direct"]) == end_offsets(topic)
+
+
+def oracle(changes: list[tuple[int, str]]) -> set[int]:
+    """The keys whose last change is not a delete."""
+    last: dict[int, str] = {}
+    for key, op in changes:
+        last[key] = op
+    return {k for k, op in last.items() if op != "D"}
 
 
 def test_json_records_that_are_not_objects_are_dead_letters_of_the_one_pass_job(

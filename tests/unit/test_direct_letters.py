@@ -53,6 +53,13 @@ def test_null_and_unframed_avro_values_are_letters_the_others_decoded() -> None:
     ]
 
 
+def test_a_null_value_of_a_table_of_changes_is_a_tombstone_not_a_letter() -> None:
+    framed = b"\x00\x00\x00\x00\x07body"
+    kept, letters = avro_letters(batch([framed, None, b"\x00\x01", None]), NAMED, nulls=False)
+    assert kept.column("offset").to_pylist() == [100, 101, 103], "the tombstones go on to the table's rows"
+    assert letters == [Letter("t", 1, 102, *NOT_FRAMED)]
+
+
 def test_a_value_named_by_a_header_is_decoded_not_judged() -> None:
     kept, letters = avro_letters(batch([b"raw avro body", None, b"x"], [True, True, None]), NAMED)
     assert kept.column("offset").to_pylist() == [100]

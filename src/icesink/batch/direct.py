@@ -210,12 +210,12 @@ def _direct_table(
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
     fields = tuple(ctx.catalog.partition_fields(table))
-    # The tasks judge only records of append tables, and only where bad records become dead letters.
-    letters = (
-        d.changes is None
-        and not isinstance(d.decoder, DirectConnect | PlainEnvelope)
-        and ctx.config.decode.on_error is not ErrorPolicy.FAIL
+    # The tasks judge records of Avro tables and of plain JSON append tables, and only where bad
+    # records become dead letters.
+    judged = isinstance(d.decoder, DirectAvro) or (
+        d.changes is None and not isinstance(d.decoder, DirectConnect | PlainEnvelope)
     )
+    letters = judged and ctx.config.decode.on_error is not ErrorPolicy.FAIL
     task = WriteTask(
         table=str(plan.table),
         arrow_schema=arrow_schema,

@@ -29,7 +29,7 @@ def avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
         return
     mine = batch if mask is True else batch.filter(mask)
     if out.table.letters:
-        mine, letters = avro_letters(mine, NAMED)
+        mine, letters = avro_letters(mine, NAMED, nulls=out.table.changes is None)
         if not _lettered(out, i, letters, decline) or not mine.num_rows:
             return
     rows = _rows(out, mine)

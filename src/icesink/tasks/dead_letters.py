@@ -127,12 +127,13 @@ def decoded(blob: bytes) -> list[Letter]:
     return [Letter(*x) for x in orjson.loads(blob)]
 
 
-def avro_letters(batch: pa.RecordBatch, named: str) -> tuple[pa.RecordBatch, list[Letter]]:
-    """An Avro append table's records of `batch` split into those to decode and the letters of
-    the others: a null value, or one without the 5-byte frame that names no schema in a header
-    (`named`: the column saying whether a header names it; such a record is decoded, and declined)."""
+def avro_letters(batch: pa.RecordBatch, named: str, nulls: bool = True) -> tuple[pa.RecordBatch, list[Letter]]:
+    """An Avro table's records of `batch` split into those to decode and the letters of the
+    others: a null value (an append table's; `nulls` false for a table of changes, where it is a
+    tombstone), or one without the 5-byte frame that names no schema in a header (`named`: the
+    column saying whether a header names it; such a record is decoded, and declined)."""
     values = batch.column("value")
-    null = pc.is_null(values)
+    null = pc.is_null(values) if nulls else pa.array([False] * len(values), pa.bool_())
     framed = pc.and_(
         pc.greater_equal(pc.binary_length(values), 5),
         pc.equal(pc.binary_slice(values, 0, 1), pa.scalar(b"\x00", pa.binary())),

@@ -64,8 +64,9 @@ class DirectTable:
     # A table of changes ordered across batches (batch/direct_tables.py): a change whose order_by
     # value is below this may be older than the row the table holds, which Spark's path compares.
     order_floor: Any = None
-    # An append table whose records Spark's path would make dead letters of beyond doubt
-    # (tasks/dead_letters.py) become letters, its other records staying here; else they decline it.
+    # A table (an Avro one, or a plain JSON append table) whose records Spark's path would make dead
+    # letters of beyond doubt (tasks/dead_letters.py) become letters, its other records staying
+    # here; else they decline it.
     letters: bool = False
 
 
