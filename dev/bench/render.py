@@ -210,11 +210,11 @@ def fanout_figures(f: dict[str, Any] | None) -> str:
             rows.append([
                 f"{size['tables']:,} x {size['records_per_table']}", label, f"{side['first_s']:.2f} s",
                 f"{side['median_s']:.2f} s", f"{size['one_table_s']:.2f} s", f"**{side['vs_one_table']:.1f}x**", split,
-                str(side["catalog_requests"]), f"{side['peak_rss_mb']['all']:,} MB",
+                str(side["catalog_requests"]), "{jvm:,} / {workers:,} / {all:,} MB".format(**side["peak_rss_mb"]),
             ])  # fmt: skip
     header = [
         "tables x records", "commit", "first batch (creates them)", "median batch", "one table, same records", "ratio",
-        "plan / direct / commit (s)", "catalog requests", "peak RSS (driver, JVM, workers)",
+        "plan / direct / commit (s)", "catalog requests", "peak RSS: JVM / Python workers / all",
     ]  # fmt: skip
     lines += table(header, rows)
     return "\n".join(lines)
