@@ -235,6 +235,57 @@ def test_enums_at_any_depth_decode_to_from_avros_strings_and_an_index_beyond_the
         assert row is None or all(v is None for v in row), row
 
 
+DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}
+PRICES: dict[str, Any] = {
+    "type": "record",
+    "name": "Prices",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "amounts", "type": {"type": "array", "items": DECIMAL}},
+        {"name": "by", "type": {"type": "map", "values": DECIMAL}},
+        {"name": "lines", "type": {"type": "array", "items": {
+            "type": "record", "name": "Line", "fields": [{"name": "price", "type": DECIMAL}]}}},
+    ],
+}  # fmt: skip
+
+
+def test_decimals_in_arrays_and_maps_decode_to_from_avros_and_one_beyond_its_precision_is_refused_by_both(
+    spark: SparkSession,
+) -> None:
+    """Every element's precision is checked (polars keeps a value of more digits than its schema
+    says; from_avro refuses it), in an array, a map and a record in an array."""
+    struct = row_struct(json.dumps(PRICES))
+    assert struct is not None
+    records = [
+        {"id": 1, "amounts": [Decimal("1.25"), Decimal("-3.00")], "by": {"a": Decimal("9999.99")},
+         "lines": [{"price": Decimal("0.01")}, {"price": Decimal("-9999.99")}]},
+        {"id": 2, "amounts": [], "by": {}, "lines": []},
+    ]  # fmt: skip
+    values = [baskets.framed(r, PRICES) for r in records]
+    # Written with a wider precision (the encoding is the unscaled value's bytes either way).
+    wide = json.loads(json.dumps(PRICES).replace('"precision": 6', '"precision": 10'))
+    beyond = [
+        baskets.framed({**records[1], "amounts": [Decimal("10000.00")]}, wide),
+        baskets.framed({**records[1], "by": {"x": Decimal("-10000.00")}}, wide),
+        baskets.framed({**records[1], "lines": [{"price": Decimal("0.01")}, {"price": Decimal("123456.78")}]}, wide),
+    ]
+    spark_type, theirs = sparks(spark, [*values, *beyond], PRICES)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
+    direct = direct_avro({baskets.FRAME: json.dumps(PRICES)}, struct)
+    assert direct is not None
+    decimal = pa.decimal128(6, 2)
+    arrow = pa.schema([
+        ("id", pa.int64()), ("amounts", pa.list_(decimal)), ("by", pa.map_(pa.string(), decimal)),
+        ("lines", pa.list_(pa.struct([("price", decimal)]))),
+    ])  # fmt: skip
+    mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert mine is not None, "takes every one within its precision"
+    assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs[:2]]
+    for value, row in zip(beyond, theirs[2:], strict=True):
+        assert AvroRows(direct, arrow).decode(pa.array([value], pa.binary())) is None
+        assert row is None or all(v is None for v in row), row
+
+
 CODES: dict[str, Any] = {
     "type": "record",
     "name": "Codes",

@@ -53,7 +53,6 @@ def test_arrays_and_maps_type_as_from_avro_types_them() -> None:
     ("items", "why"),
     [
         (["null", "string"], "a union inside an array: its branch indexes are checked a record at a time"),
-        ({"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 2}, "a decimal: its precision is"),
         ({"type": "int", "connect.name": "io.debezium.time.Date"}, "a semantic type: converted by field path"),
         ({"type": "record", "name": "R", "fields": [{"name": "a", "type": ["null", "long"]}]}, "a union deeper in"),
         ({"type": "map", "values": ["null", "long"]}, "a union in a map in the array"),

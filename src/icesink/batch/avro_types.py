@@ -5,8 +5,8 @@ Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, uuid and
 enums (as strings), alone or in a union with null, and records, arrays and string-keyed maps of
 those at any depth; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
 Debezium semantic type as Debezium writes it; the others by their Avro type). Inside an array or a
-map: no union, decimal or semantic type (the tasks check those per field path). The types are
-pinned against from_avro in tests/integration/test_direct_avro_rows.py.
+map: no union or semantic type (the tasks check those per field path; decimals they check in every
+element). The types are pinned against from_avro in tests/integration/test_direct_avro_rows.py.
 """
 
 from __future__ import annotations
@@ -66,9 +66,8 @@ def avro_type(avro: Any, repeated: bool = False) -> tuple[DataType, bool] | None
     with null, and arrays and string-keyed maps of them. `avro` has its named types written out
     (`inlined`).
 
-    `repeated`: inside an array or a map, whose values the tasks check as a whole only: no union
-    there (its branch indexes are checked a record at a time), no decimal (its precision is), no
-    Debezium semantic type (converted by field path)."""
+    `repeated`: inside an array or a map: no union there (its branch indexes are checked a record
+    at a time), no Debezium semantic type (converted by field path)."""
     if isinstance(avro, list):
         branches = [b for b in avro if b != "null"]
         if repeated or len(avro) != 2 or len(branches) != 1:
@@ -109,8 +108,6 @@ def _described(avro: dict[str, Any], repeated: bool) -> tuple[DataType, bool] | 
         size = avro.get("size")
         return (BinaryType(), False) if type(size) is int and size > 0 and "logicalType" not in avro else None
     if not isinstance(base, str) or base not in _PRIMITIVES:
-        return None
-    if repeated and avro.get("logicalType") == "decimal":
         return None
     return _logical(avro, base)
 

@@ -36,6 +36,7 @@ from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.direct_shape import Shaping, shaped
 from icesink.kafka import wire
 from icesink.schema.evolution import conflicts, merged
+from icesink.tasks.avro_unions import ITEMS, VALUES
 from icesink.tasks.decode_avro import DirectAvro, DirectWriter
 from icesink.tasks.envelope_rows import Envelope
 from icesink.tasks.semantic_values import Path
@@ -134,15 +135,26 @@ def fits_table(struct: StructType, table: StructType) -> bool:
 
 
 def _typed_fields(fields: list[dict[str, Any]], path: Path = ()) -> Iterator[tuple[Path, Any]]:
-    """(path, Avro type) of every field of an inlined record, at any depth through records and unions."""
+    """(path, Avro type) of every field of an inlined record, at any depth through records and
+    unions, and of the items of its arrays and the values of its maps (`ITEMS`, `VALUES` in the
+    path: the tasks check every element there, tasks/avro_unions.column_at)."""
     for f in fields:
         at = (*path, f["name"])
         yield at, f["type"]
-        branch = f["type"]
-        if isinstance(branch, list):
-            branch = next(b for b in branch if b != "null")
-        if isinstance(branch, dict) and branch.get("type") == "record":
-            yield from _typed_fields(branch["fields"], at)
+        yield from _inner_types(f["type"], at)
+
+
+def _inner_types(t: Any, at: Path) -> Iterator[tuple[Path, Any]]:
+    branch = next(b for b in t if b != "null") if isinstance(t, list) else t
+    if not isinstance(branch, dict):
+        return
+    kind = branch.get("type")
+    if kind == "record":
+        yield from _typed_fields(branch["fields"], at)
+    elif kind in ("array", "map"):
+        inner, step = (branch["items"], ITEMS) if kind == "array" else (branch["values"], VALUES)
+        yield (*at, step), inner
+        yield from _inner_types(inner, (*at, step))
 
 
 def _decimal(t: Any) -> tuple[int, int] | None:
@@ -150,6 +162,10 @@ def _decimal(t: Any) -> tuple[int, int] | None:
     if isinstance(t, dict) and t.get("type") == "bytes" and t.get("logicalType") == "decimal":
         return t["precision"], t.get("scale", 0)
     return None
+
+
+def _repeated(path: Path) -> bool:
+    return ITEMS in path or VALUES in path
 
 
 @lru_cache(maxsize=1024)
@@ -160,7 +176,8 @@ def direct_writer(frame: bytes, text: str) -> DirectWriter | None:
     schema = inlined_text(text)
     typed = list(_typed_fields(schema["fields"]))
     decimals = tuple((path, *d) for path, t in typed if (d := _decimal(t)) is not None)
-    unions = tuple((path, t.index("null")) for path, t in typed if isinstance(t, list))
+    # Unions are checked at record paths only (avro_types takes none inside an array or a map).
+    unions = tuple((path, t.index("null")) for path, t in typed if isinstance(t, list) and not _repeated(path))
     if len(unions) > MAX_UNIONS:
         return None
     semantics = tuple(sorted(semantic.semantic_paths(text).items()))
@@ -179,8 +196,8 @@ def avro_declined(
         if struct is None:
             return (
                 f"writer schema {sid} has a type the one-pass Avro decoder does not take (a union beyond one type "
-                "and null, a fixed of no byte or with a logical type, a union, decimal or Debezium semantic type "
-                "inside an array or map, or no Debezium envelope where decode.envelope says one)"
+                "and null, a fixed of no byte or with a logical type, a union or a Debezium semantic type inside an "
+                "array or map, or no Debezium envelope where decode.envelope says one)"
             )
         reshaped = shaped(struct, shaping, table)
         if reshaped is None:

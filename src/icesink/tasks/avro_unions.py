@@ -20,6 +20,8 @@ from icesink.tasks.semantic_values import Path
 MAX_NULL_PATTERNS = 32
 Unions = tuple[tuple[Path, int], ...]  # (field path, the position of "null" in its union)
 
+# Steps of a field path into an array's items and a map's values (no Avro name can be either).
+ITEMS, VALUES = "[]", "{}"
 _UNION = "__icesink_union_"
 _SKIPPED = "__icesink_skipped_"
 
@@ -89,9 +91,15 @@ def indexes_as_read(checked: pa.Table, unions: Unions, nulls: frozenset[Path]) -
 
 
 def column_at(table: pa.Table, path: Path) -> pa.Array:
-    """The values at a field path of decoded records: null where the field or a record around it is."""
+    """The values at a field path of decoded records: null where the field or a record around it
+    is; past `ITEMS` (`VALUES`), those of every element of the arrays (every value of the maps,
+    read as arrays of key-value records: tasks/avro_maps.py) there."""
     column = table.column(path[0])
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     for name in path[1:]:
-        array = pc.struct_field(array, name)
+        if name in (ITEMS, VALUES):
+            array = pc.list_flatten(array)
+            array = pc.struct_field(array, "value") if name == VALUES else array
+        else:
+            array = pc.struct_field(array, name)
     return array
