@@ -232,7 +232,8 @@ class DecodeConfig(Section):
     direct_json: bool = Field(
         True,
         description="plain JSON (Debezium envelopes and JSON record keys too) into "
-        "append, changelog or upsert tables of simple columns, and Kafka Connect JSON "
+        "append, changelog or upsert tables of simple columns (flattened or case-insensitive ones too), and Kafka "
+        "Connect JSON "
         "(schemas on; Debezium envelopes too) into tables its schemas' rows fit, partitioned or not (new "
         "tables: the columns of the batch's first records, checked on every record): decoded and written in one "
         "Spark job for all such tables, each key's last change chosen in the task that reads its topic-partition "
@@ -240,9 +241,10 @@ class DecodeConfig(Section):
     )
     direct_avro: bool = Field(
         True,
-        description="Avro records of simple types, Debezium's semantic types, nested records, arrays and maps, "
-        "or Debezium envelopes of them, with string or Avro record keys, into append, changelog or upsert tables "
-        "with those columns, partitioned or not: decoded in Python and written in one Spark job, each key's last "
+        description="Avro records of simple types, enums, Debezium's semantic types, nested records, arrays and "
+        "maps, or Debezium envelopes of them, with string or Avro record keys, into append, changelog or upsert "
+        "tables with those columns (flattened or case-insensitive ones too), partitioned or not: decoded in Python "
+        "and written in one Spark job, each key's last "
         "change chosen in the task that reads its topic-partition (docs/performance.md); false: always through "
         "Spark's from_avro",
     )
