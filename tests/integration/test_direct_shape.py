@@ -65,6 +65,15 @@ def record(i: int, version: int) -> dict[str, Any]:
     return {"Id" if version == 1 else "ID": i, "price": Decimal(i) / 100, "Meta": meta}
 
 
+def timed_run(spark: SparkSession, scenario: Scenario, settings: dict[str, Any]) -> list[BatchTimings]:
+    """The job run once (available-now) with `settings`; its batches' timings."""
+    job = Job(spark, scenario.config(**settings))
+    seen: list[BatchTimings] = []
+    job.handler.on_timings = seen.append
+    job.run()
+    return seen
+
+
 def one_pass(timings: list[BatchTimings]) -> list[tuple[bool, list[str]]]:
     """Per batch: whether it took the one-pass job, and the steps of Spark's path it ran (none)."""
     return [("direct" in t.steps, sorted({"decode", "prepare", "write"} & set(t.steps))) for t in timings]
@@ -93,11 +102,7 @@ def test_a_flattened_case_insensitive_table_in_one_pass_matches_sparks_path(
         )
 
     def run(side: str) -> list[BatchTimings]:
-        job = Job(spark, scenario.config(**settings(side)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario, settings(side))
 
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_devices" for side in sides}
     assert one_pass(run("direct")) == [(True, [])], "batch 0 creates the flat table in one pass"
@@ -177,11 +182,7 @@ def test_a_flattened_case_insensitive_json_table_in_one_pass_matches_sparks_path
             "decode.direct_json": sides[side], "tables.flatten_separator": "_", "tables.case_insensitive": True,
             **more,
         }  # fmt: skip
-        job = Job(spark, scenario.config(**settings))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario, settings)
 
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_gadgets" for side in sides}
     assert one_pass(run("direct")) == [(True, [])], "batch 0 creates the flat table in one pass"

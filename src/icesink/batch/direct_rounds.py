@@ -80,7 +80,7 @@ def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | No
         return direct_item(ctx, targets, retry.item, inferred)
     schema = ctx.catalog.spark_schema(table)
     settings = ctx.config.tables.settings_for(plan.table.name)
-    reshaped = shaped(inferred, Shaping(settings.flatten_separator, settings.case_insensitive), schema)
+    reshaped = shaped(inferred, Shaping.of(settings), schema)
     if reshaped is None:
         return None
     incoming = _in_table_types(reshaped[0], schema)

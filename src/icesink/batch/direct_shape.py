@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from icesink.batch import shape
+from icesink.config import TableSettings
 from icesink.schema.evolution import respelled
 from icesink.tasks.semantic_values import Path
 
@@ -28,6 +29,11 @@ Columns = tuple[tuple[str, Path], ...]  # (the table's column, the path of its v
 class Shaping:
     separator: str | None = None
     case_insensitive: bool = False
+
+    @classmethod
+    def of(cls, settings: TableSettings) -> Shaping:
+        """A table's shaping, as its settings say."""
+        return cls(settings.flatten_separator, settings.case_insensitive)
 
     @property
     def plain(self) -> bool:

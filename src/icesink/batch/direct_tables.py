@@ -124,7 +124,7 @@ def _decoder_item(
         return declined(ctx, plan, f"its record keys (decode.key_format {config.decode.key_format.value}) are not "
                         "ones the one-pass job fills its key column with")  # fmt: skip
     settings = config.tables.settings_for(plan.table.name)
-    shaping = Shaping(settings.flatten_separator, settings.case_insensitive)
+    shaping = Shaping.of(settings)
     if not shaping.plain and key is not None:
         return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table with a "
                         "record key column")  # fmt: skip
