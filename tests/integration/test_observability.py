@@ -3,10 +3,7 @@ metrics system, source `icesink`) after a batch, from `icesink run` as users run
 
 from __future__ import annotations
 
-import re
 import signal
-import socket
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -17,27 +14,10 @@ from dev.kit.kafka import create_topics
 from dev.kit.oracle import JSON_POISON, Ledger
 from dev.kit.scenario import Scenario
 from tests.support.cli import finish, start_cli, tail, while_running
+from tests.support.metrics import free_port, scrape
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def scrape(port: int) -> dict[str, float]:
-    """The driver's Prometheus endpoint, icesink's source only: metric name -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics/prometheus", timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = re.match(r"metrics_\w+?_driver_icesink_(\w+?)(?:\{[^}]*\})? (\S+)$", line)
-        if m:
-            out[m.group(1)] = float(m.group(2))
-    return out
 
 
 def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(

@@ -62,6 +62,8 @@ class BatchHandler:
         self.on_timings: Callable[[BatchTimings], None] | None = None
         # Called after each batch that committed, with its timings and what it committed (metrics).
         self.on_committed: Callable[[BatchTimings, LastCommit], None] | None = None
+        # Called right after a batch's commits, on its thread (the job's table maintenance).
+        self.on_commits: Callable[[list[CommitResult]], None] | None = None
         # Set when the job is asked to stop: a batch that has not begun is abandoned (Spark
         # replays it on the next run), one in progress commits.
         self.stopping = threading.Event()
@@ -183,6 +185,14 @@ class BatchHandler:
             for frame in persisted:
                 frame.unpersist()
 
+    def _tell_commits(self, results: list[CommitResult], batch_id: int) -> None:
+        if self.on_commits is None:
+            return
+        try:
+            self.on_commits(results)
+        except Exception as e:  # maintenance never fails a committed batch
+            log.warning("batch %d: table maintenance not told of its commits: %s", batch_id, e)
+
     def _steps(self, batch: DataFrame, batch_id: int, timings: BatchTimings, persisted: list[DataFrame]) -> None:
         ctx = self._ctx
         # 1. plan
@@ -250,6 +260,7 @@ class BatchHandler:
             len(results), timings.total,
         )  # fmt: skip
         self.last_commit = LastCommit(batch_id, results, {r.tp: r.last_offset + 1 for r in ranges})
+        self._tell_commits(results, batch_id)
         commit_group(ctx.group_progress, ranges, batch_id)
         timings.lap("group")
         timings.records = sum(r.records for r in ranges)

@@ -4,12 +4,14 @@ base.py     the section base and Identifier
 model.py    Config and the job, kafka, catalog, s3, decode and spark sections
 tables.py   the tables section and one table's resolved settings
 routing.py  the routing rules
+maintenance.py  the table maintenance the job runs after its commits
 load.py     YAML file + ICESINK__SECTION__KEY overrides -> Config
 reference.py  the README's config reference, generated from the model
 """
 
 from icesink.config.base import Identifier
 from icesink.config.load import ENV_PREFIX, apply_env_overrides, load_config, parse_config
+from icesink.config.maintenance import MaintainedTables, MaintenanceConfig
 from icesink.config.model import (
     CatalogConfig,
     Config,
@@ -51,6 +53,8 @@ __all__ = [
     "JobConfig",
     "KafkaConfig",
     "KeyFormat",
+    "MaintainedTables",
+    "MaintenanceConfig",
     "OrderScope",
     "PartitionBy",
     "RegistryConfig",

@@ -15,6 +15,7 @@ from enum import StrEnum
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from icesink.config.base import Identifier, Section
+from icesink.config.maintenance import MaintenanceConfig
 from icesink.config.routing import RoutingConfig
 from icesink.config.tables import TablesConfig
 
@@ -271,4 +272,5 @@ class Config(Section):
     tables: TablesConfig = Field(default_factory=TablesConfig)
     decode: DecodeConfig = Field(default_factory=DecodeConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    maintenance: MaintenanceConfig = Field(default_factory=MaintenanceConfig)
     spark: SparkConfig = Field(default_factory=SparkConfig)

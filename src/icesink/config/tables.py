@@ -64,6 +64,9 @@ class TableOptions(Section):
     on_incompatible: IncompatiblePolicy | None = Field(default=None, description="see tables.on_incompatible")
     case_insensitive: bool | None = Field(default=None, description="see tables.case_insensitive")
     flatten_separator: Separator = Field(default=None, description="see tables.flatten_separator")
+    maintain: bool | None = Field(
+        default=None, description="whether the job maintains this table (default: by maintenance.tables)"
+    )
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ class TableSettings:
     on_incompatible: IncompatiblePolicy = IncompatiblePolicy.DEAD_LETTER
     case_insensitive: bool = False
     flatten_separator: str | None = None
+    maintain: bool | None = None  # None: as maintenance.tables says for its mode
 
     @property
     def is_cdc(self) -> bool:
@@ -179,4 +183,5 @@ class TablesConfig(Section):
             on_incompatible=pick(o.on_incompatible, self.on_incompatible),
             case_insensitive=pick(o.case_insensitive, self.case_insensitive),
             flatten_separator=pick(o.flatten_separator, self.flatten_separator),
+            maintain=o.maintain,
         )

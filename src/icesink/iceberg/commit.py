@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from py4j.protocol import Py4JJavaError
 from pyspark.java_gateway import ensure_callback_server_started
@@ -39,6 +39,9 @@ class CommitResult:
     delete_files: int = 0
     deletes: int = 0
     parent_id: int | None = None  # the snapshot it was committed on top of
+    # The committed snapshot (Java), read only by whoever needs its summary (job/maintainer.py),
+    # off the batch's path: its figures cost a py4j call each.
+    snapshot: JavaObject | None = field(default=None, compare=False, repr=False)
 
 
 def commit_files(
@@ -76,7 +79,9 @@ def commit_files(
             update.set(k, v)
         faults.maybe_pause("before-table-commit", batch_id)
         try:
-            snapshot_id, parent_id = _commit_fenced(spark, table, update, plan, now, intended, query_id, batch_id)
+            snapshot_id, parent_id, snapshot = _commit_fenced(
+                spark, table, update, plan, now, intended, query_id, batch_id
+            )
             break
         except _OthersMovedError:
             log.info("table %s: another writer committed offsets of other topics; committing on top", ref)
@@ -93,12 +98,13 @@ def commit_files(
         delete_files=len(deletes),
         deletes=sum(f.record_count for f in deletes),
         parent_id=parent_id,
+        snapshot=snapshot,
     )
 
 
-def _ids(snapshot: JavaObject) -> tuple[int, int | None]:
+def _ids(snapshot: JavaObject) -> tuple[int, int | None, JavaObject]:
     parent = snapshot.parentId()
-    return int(snapshot.snapshotId()), int(parent) if parent is not None else None
+    return int(snapshot.snapshotId()), int(parent) if parent is not None else None, snapshot
 
 
 class _OthersMovedError(Exception):
@@ -153,9 +159,9 @@ def _commit_fenced(
     intended: Offsets,
     query_id: str,
     batch_id: int,
-) -> tuple[int, int | None]:
-    """`update.commit()`, valid only on the offsets `now` (see fence.py). Returns the snapshot's id
-    and its parent's.
+) -> tuple[int, int | None, JavaObject]:
+    """`update.commit()`, valid only on the offsets `now` (see fence.py). Returns the snapshot's id,
+    its parent's and the snapshot.
     When the outcome is unclear (the catalog's answer was lost, or a re-sent request found its
     first attempt applied), the table itself says whether this batch landed."""
     ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
@@ -177,7 +183,8 @@ def _commit_fenced(
             plan.table, batch_id, failure.rsplit(".", 1)[-1],
         )  # fmt: skip
         # Its parent is not known for sure (the table may have moved on since): none is said.
-        return int(table.currentSnapshot().snapshotId()), None
+        current = table.currentSnapshot()
+        return int(current.snapshotId()), None, current
     if failure == _OUTCOME_UNKNOWN:
         raise CommitOutcomeUnknownError(
             f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "

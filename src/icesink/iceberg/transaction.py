@@ -197,5 +197,5 @@ def _result(t: TableFiles, txn: JavaObject) -> CommitResult:
     return CommitResult(
         t.plan.table, int(snapshot.snapshotId()), files=len(data), records=sum(f.record_count for f in data),
         delete_files=len(deletes), deletes=sum(f.record_count for f in deletes),
-        parent_id=int(parent.snapshotId()) if parent is not None else None,
+        parent_id=int(parent.snapshotId()) if parent is not None else None, snapshot=snapshot,
     )  # fmt: skip

@@ -10,6 +10,11 @@ Spark UI's port, which the job's session turns on), JMX, Graphite, ...
     icesink.commit_seconds                gauge    the last batch's commit step (all its tables)
     icesink.table.<table>.rows            counter  rows committed to one table
     icesink.lag.<topic>.<partition>       gauge    records in Kafka past what the last batch read
+    icesink.maintenance_runs              counter  tables the job maintained (job/maintainer.py)
+    icesink.maintenance_failures          counter  maintenance runs that failed (the job went on)
+    icesink.maintenance_seconds           gauge    the last maintenance run's duration
+    icesink.maintenance_removed_delete_files  counter  delete files its runs left no longer live
+    icesink.table.<table>.live_delete_files   gauge    one table's live delete files after its last run
 
 On Prometheus a name reads `metrics_<job name>_driver_icesink_<name with _ for .>_Count` (counters)
 or `..._Value` (gauges). Spark's own streaming metrics (input and processing rate, latency) come
@@ -30,6 +35,7 @@ from pyspark.sql import SparkSession
 
 from icesink.batch.handler import LastCommit
 from icesink.iceberg.jvm import JavaObject, jvm
+from icesink.job.maintainer import MaintenanceRun
 from icesink.model import TableRef, TopicPartition
 from icesink.runtime.timings import BatchTimings
 
@@ -128,6 +134,17 @@ class JobMetrics:
             else:
                 self._count("rows_committed", r.records)
                 self._count(f"table.{metric_part(str(r.table))}.rows", r.records)
+
+    def maintained(self, run: MaintenanceRun) -> None:
+        """A maintenance run of the job (job/maintainer.py)."""
+        table = metric_part(str(run.table))
+        if run.result is None:
+            self._count("maintenance_failures", 1)
+            return
+        self._count("maintenance_runs", 1)
+        self._set("maintenance_seconds", round(run.seconds, 3))
+        self._count("maintenance_removed_delete_files", run.result.removed_delete_files)
+        self._set(f"table.{table}.live_delete_files", run.result.live_delete_files)
 
     def lag(self, lags: Mapping[TopicPartition, int]) -> None:
         for tp, n in lags.items():

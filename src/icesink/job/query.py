@@ -13,6 +13,7 @@ from icesink.batch.handler import BatchHandler
 from icesink.config import Config, TriggerMode
 from icesink.errors import BatchAbandonedError
 from icesink.job import metrics, starting
+from icesink.job.maintainer import Maintainer
 from icesink.job.stopping import StopSignals
 from icesink.kafka import admin
 from icesink.kafka.source import stream_options
@@ -30,6 +31,12 @@ class Job:
         self._metrics: metrics.JobMetrics | None = None
         self._progress_seen: int | None = None
         self.handler = BatchHandler(spark, config, self._query_id)
+        self.maintainer = Maintainer(spark, config, self.handler.dead_letter_ref, self._running)
+        self.handler.on_commits = self.maintainer.committed
+
+    def _running(self) -> bool:
+        """Whether the query runs (maintenance starts no run once it stopped)."""
+        return self._query is None or bool(self._query.isActive)
 
     def _query_id(self) -> str:
         if self._query is not None:
@@ -105,6 +112,7 @@ class Job:
         self._metrics = published
         dead_letters = self.handler.dead_letter_ref
         self.handler.on_committed = lambda timings, last: published.batch_committed(timings, last, dead_letters)
+        self.maintainer.on_run = published.maintained
 
     def run(self, stop: StopSignals | None = None) -> None:
         """Runs until the query stops (available-now: when caught up), fails, or `stop` is
@@ -113,6 +121,7 @@ class Job:
         try:
             self._wait(query, stop)
         finally:
+            self.maintainer.close()
             self.handler.close()
 
     def _wait(self, query: StreamingQuery, stop: StopSignals | None) -> None:

@@ -21,15 +21,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import SparkSession
 
+from icesink.config.maintenance import AGE
 from icesink.errors import MaintenanceError, UsageError
 from icesink.iceberg import dangling
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.model import TableRef
+from icesink.runtime import faults
 
 log = logging.getLogger(__name__)
 _CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "Cannot commit", "conflict")
@@ -47,6 +50,7 @@ class MaintenanceResult:
     orphan_files: int
     attempts: int
     seconds: float
+    steps: dict[str, float] = field(default_factory=dict)  # seconds per step, in their order
 
 
 def _ts(t: dt.datetime) -> str:
@@ -69,26 +73,67 @@ def maintain_table(
     catalog: str,
     ref: TableRef,
     expire_after: dt.timedelta,
-    orphans_after: dt.timedelta,
+    orphans_after: dt.timedelta | None,
     attempts: int = 5,
+    run: int | None = None,
+    full: bool = True,
 ) -> MaintenanceResult:
+    """Compacts `ref` and removes the deletes that dangle then; with `full`, also rewrites its
+    manifests, expires its snapshots older than `expire_after` and (unless `orphans_after` is
+    None: the job's own runs leave that listing to `icesink maintain`) removes orphan files older
+    than `orphans_after`. `run`: the job's count of its maintenance runs (fault injection's id)."""
     started = time.monotonic()
-    name = ref.qualified(catalog)
-    ident = name  # catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first
+    # Catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first.
+    ident = ref.qualified(catalog)
     options = (
         "map('delete-file-threshold', '1', 'min-input-files', '2', "
         # Dangling deletes are removed after this, by iceberg/dangling.py for every table (Iceberg's
         # own removal skips unpartitioned ones): one removal, one count.
         "'remove-dangling-deletes', 'false', 'partial-progress.enabled', 'false')"
     )
+    steps: dict[str, float] = {}
+    lap = _lap(steps)
     rewrite, attempt = _retried(
         spark, ref, "compaction", f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})",
         attempts,
     )  # fmt: skip
+    lap("compaction")
+    if run is not None:
+        faults.maybe_kill("maintenance-compacted", run, spark)
+        faults.maybe_pause("maintenance-compacted", run)
     removed = _remove_dangling(spark, catalog, ref)
+    lap("dangling_deletes")
+    manifests: Any = None
+    expired: dict[str, Any] = {}
+    orphans = 0
+    if full:
+        manifests, expired, orphans = _tidy(spark, catalog, ref, expire_after, orphans_after, attempts, lap)
+    return MaintenanceResult(
+        table=str(ref),
+        rewritten_data_files=int(rewrite.rewritten_data_files_count) if rewrite else 0,
+        added_data_files=int(rewrite.added_data_files_count) if rewrite else 0,
+        rewritten_manifests=int(manifests.rewritten_manifests_count) if manifests else 0,
+        removed_delete_files=removed.removed,
+        live_delete_files=removed.live_delete_files - removed.removed,
+        # One manifest list per snapshot.
+        expired_snapshots=int(expired.get("deleted_manifest_lists_count") or 0),
+        orphan_files=orphans,
+        attempts=attempt,
+        seconds=time.monotonic() - started,
+        steps=steps,
+    )
+
+
+def _tidy(
+    spark: SparkSession, catalog: str, ref: TableRef, expire_after: dt.timedelta, orphans_after: dt.timedelta | None,
+    attempts: int, lap: Callable[[str], None],
+) -> tuple[Any, dict[str, Any], int]:  # fmt: skip
+    """The manifests rewritten, the snapshots expired and the orphan files removed (their rows/count)."""
+    ident = ref.qualified(catalog)
     manifests, _ = _retried(
         spark, ref, "the manifest rewrite", f"CALL {catalog}.system.rewrite_manifests(table => '{ident}')", attempts
     )
+    lap("manifests")
     now = dt.datetime.now(dt.UTC)
     older_than = now - expire_after
     keep_from = _offset_snapshot_time(spark, catalog, ref)
@@ -99,24 +144,28 @@ def maintain_table(
         "retain_last => 1)"
     ).first()
     expired = expired_row.asDict() if expired_row is not None else {}
+    lap("expiry")
+    if orphans_after is None:
+        return manifests, expired, 0
     orphans = spark.sql(
         f"CALL {catalog}.system.remove_orphan_files(table => '{ident}', "
         # prefix_listing: list through the table's FileIO (S3FileIO), not a Hadoop file system.
         f"older_than => TIMESTAMP '{_ts(now - orphans_after)}', prefix_listing => true)"
     ).collect()
-    return MaintenanceResult(
-        table=str(ref),
-        rewritten_data_files=int(rewrite.rewritten_data_files_count) if rewrite else 0,
-        added_data_files=int(rewrite.added_data_files_count) if rewrite else 0,
-        rewritten_manifests=int(manifests.rewritten_manifests_count) if manifests else 0,
-        removed_delete_files=removed.removed,
-        live_delete_files=removed.live_delete_files - removed.removed,
-        # One manifest list per snapshot.
-        expired_snapshots=int(expired.get("deleted_manifest_lists_count") or 0),
-        orphan_files=len(orphans),
-        attempts=attempt,
-        seconds=time.monotonic() - started,
-    )
+    lap("orphans")
+    return manifests, expired, len(orphans)
+
+
+def _lap(steps: dict[str, float]) -> Callable[[str], None]:
+    """Records each step's seconds since the one before it (or since this was made)."""
+    last = [time.monotonic()]
+
+    def lap(step: str) -> None:
+        now = time.monotonic()
+        steps[step] = round(now - last[0], 3)
+        last[0] = now
+
+    return lap
 
 
 def _remove_dangling(spark: SparkSession, catalog: str, ref: TableRef) -> dangling.Removed:
@@ -146,7 +195,8 @@ def _retried(spark: SparkSession, ref: TableRef, what: str, call: str, attempts:
 
 def parse_age(text: str) -> dt.timedelta:
     """`90m`, `12h`, `3d` -> timedelta."""
-    units = {"m": "minutes", "h": "hours", "d": "days"}
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+    m = AGE.match(text)
+    if m is None:
         raise UsageError(f"{text!r} is not an age such as 90m, 12h or 3d")
-    return dt.timedelta(**{units[text[-1]]: int(text[:-1])})
+    units = {"m": "minutes", "h": "hours", "d": "days"}
+    return dt.timedelta(**{units[m.group(2)]: int(m.group(1))})

@@ -12,6 +12,8 @@ the worst moments for exactly-once:
   mid-write           some tables' files are written, others not, nothing is committed;
   executor-write      a Python worker dies after writing its files, before reporting them
                       (only the worker is killed: Spark fails the task, and the batch);
+  maintenance-compacted  the job's table maintenance run <id> (its count of runs, not a batch)
+                      committed its compaction, and has not removed the deletes it left dangling;
   executor-lost       on a cluster: the executor JVM running the write dies (SIGKILL) after the
                       task wrote its files, before reporting them; Spark runs the task again
                       on another executor (the executors must see the variables:
@@ -24,7 +26,8 @@ ICESINK_FAULT_PAUSE=<point>:<batch id> with ICESINK_FAULT_PAUSE_FILE=<path> stop
 that point: it creates `<path>.reached` and waits until `<path>` exists (at most 10 minutes), so a
 test can commit from another process in the window between planning and committing:
   before-table-commit  a table's offsets were checked, its snapshot is not yet committed;
-  before-multi-table-commit  the batch's tables are staged for the one request, not sent.
+  before-multi-table-commit  the batch's tables are staged for the one request, not sent;
+  maintenance-compacted  maintenance run <id> committed its compaction (the batches go on).
 """
 
 from __future__ import annotations

@@ -1,0 +1,52 @@
+"""The maintenance section: which tables the job keeps fast to read while it runs, and when."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+from pydantic import Field, field_validator
+
+from icesink.config.base import Section
+
+AGE = re.compile(r"^(\d+)([mhd])$")  # 90m, 12h, 3d: as `icesink maintain --expire-after` takes it
+
+
+class MaintainedTables(StrEnum):
+    CHANGES = "changes"
+    ALL = "all"
+    NONE = "none"
+
+
+class MaintenanceConfig(Section):
+    tables: MaintainedTables = Field(
+        MaintainedTables.CHANGES,
+        description="tables the job maintains after its commits: changes (upsert and changelog tables, which "
+        "gather an equality-delete file per batch), all (append tables too), none; tables.per_table.<t>.maintain "
+        "overrides it per table",
+    )
+    delete_files: int = Field(
+        10,
+        ge=1,
+        description="compact a table (and remove the delete files that then dangle) once it has this many live "
+        "delete files: every read applies each of them",
+    )
+    commits: int = Field(
+        300,
+        ge=1,
+        description="a full run after this many commits since the last one: compaction, the manifests rewritten, "
+        "snapshots older than expire_after expired (each commit adds a manifest or two and a snapshot)",
+    )
+    min_interval_s: int = Field(10, ge=0, description="at least this long between two maintenance runs of one table")
+    expire_after: str = Field(
+        "1h",
+        description="snapshots older than this (90m, 12h, 3d) are expired by a full run; the newest snapshot "
+        "holding offsets and all after it are always kept",
+    )
+
+    @field_validator("expire_after")
+    @classmethod
+    def _age(cls, v: str) -> str:
+        if not AGE.match(v):
+            raise ValueError(f"{v!r} is not an age such as 90m, 12h or 3d")
+        return v

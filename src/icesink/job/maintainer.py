@@ -1,0 +1,174 @@
+"""Table maintenance inside the job: after its commits, a table that gathered too many delete files
+(or commits) is compacted, its dangling deletes removed, its manifests rewritten and its old
+snapshots expired (ops/maintain.py, what `icesink maintain` runs, orphan removal aside), on a
+thread of its own, one table at a time.
+
+On a thread, not between batches: a compaction takes seconds of Spark jobs, which would hold
+every batch behind it; beside the batches it costs them a share of the cores instead. Its commits
+and the job's never make each other fail: the compaction commits with its starting sequence
+number (the equality deletes the job commits meanwhile still apply to the rewritten rows), its
+snapshots carry no offsets (the job reads its offsets from the newest snapshot that does), and a
+commit of the job that meets a maintenance commit lands on top of it (the table-by-table path
+refreshes; the one request falls back to it). A run that fails is logged and counted, the job
+goes on, and the table is tried again after `maintenance.min_interval_s`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from icesink.config import Config
+from icesink.iceberg.commit import CommitResult
+from icesink.job.maintenance_due import Due, TableHealth, due, maintained
+from icesink.model import TableRef
+from icesink.ops import maintain as maintenance
+
+log = logging.getLogger(__name__)
+
+JOB_GROUP = "icesink-maintenance"  # its Spark jobs: not counted as a batch's, in a scheduler pool of their own
+_CLOSE_WAIT_S = 120
+
+
+@dataclass(frozen=True)
+class MaintenanceRun:
+    """One maintenance run of the job: its table, why, and what it did (or why it failed)."""
+
+    table: TableRef
+    reason: str
+    result: maintenance.MaintenanceResult | None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class Maintainer:
+    """Maintains the job's tables on a thread of its own; `committed` hands it each batch's commits."""
+
+    def __init__(self, spark: SparkSession, config: Config, skip: TableRef, running: Callable[[], bool]) -> None:
+        self._spark = spark
+        self._running = running  # whether the job's query still runs
+        self._config = config
+        self._skip = skip  # the dead-letter table: an append log nobody reads by key
+        self._expire_after = maintenance.parse_age(config.maintenance.expire_after)
+        self._health: dict[TableRef, TableHealth] = {}
+        self._newest: dict[TableRef, CommitResult] = {}  # commits not yet looked at, newest per table
+        self._wake = threading.Condition()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+        # Called with each finished run (metrics).
+        self.on_run: Callable[[MaintenanceRun], None] | None = None
+
+    def _maintained(self, ref: TableRef) -> bool:
+        if ref == self._skip:
+            return False
+        return maintained(self._config.tables.settings_for(ref.name), self._config.maintenance.tables)
+
+    def committed(self, results: Sequence[CommitResult]) -> None:
+        """A batch's commits (on the batch's thread: no catalog or Spark call here)."""
+        mine = [r for r in results if self._maintained(r.table)]
+        if not mine:
+            return
+        with self._wake:
+            if self._closing:
+                return
+            for r in mine:
+                self._newest[r.table] = r
+                self._health.setdefault(r.table, TableHealth()).commits += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="icesink-maintenance", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def close(self) -> None:
+        """Starts no other run; waits for the one under way (its commit or none: both are safe)."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(_CLOSE_WAIT_S)
+            if self._thread.is_alive():
+                log.warning("maintenance of a table still running after %d s; leaving it", _CLOSE_WAIT_S)
+
+    def _loop(self) -> None:
+        sc = self._spark.sparkContext
+        sc.setLocalProperty("spark.scheduler.pool", JOB_GROUP)
+        sc.setJobGroup(JOB_GROUP, "icesink: table maintenance", interruptOnCancel=False)
+        while True:
+            with self._wake:
+                while not self._newest and not self._closing:
+                    self._wake.wait()
+                if self._closing:
+                    return
+                newest, self._newest = self._newest, {}
+            for ref, result in sorted(newest.items(), key=lambda kv: str(kv[0])):
+                with self._wake:
+                    if self._closing:
+                        return
+                if not self._running():  # a query stopped without Job.run (tests, embedders)
+                    with self._wake:
+                        self._closing = True
+                    return
+                self._consider(ref, result)
+
+    def _consider(self, ref: TableRef, result: CommitResult) -> None:
+        health = self._health[ref]
+        try:
+            health.live_delete_files = _live_delete_files(result)
+        except Exception as e:  # the figure is only a hint; the commit count still applies
+            log.debug("table %s: live delete files not read from its snapshot: %s", ref, e)
+        wanted = due(health, self._config.maintenance, time.monotonic())
+        if wanted is None:
+            return
+        self.runs += 1
+        run = self._run(ref, wanted, self.runs)
+        health.last_run = time.monotonic()
+        if wanted.full:
+            health.commits = 0
+        if run.result is not None:
+            health.live_delete_files = run.result.live_delete_files
+        if self.on_run is not None:
+            try:
+                self.on_run(run)
+            except Exception as e:  # metrics never stop maintenance
+                log.debug("maintenance metrics: %s", e)
+
+    def _run(self, ref: TableRef, wanted: Due, number: int) -> MaintenanceRun:
+        what = "compacting, removing dangling deletes"
+        if wanted.full:
+            what += f", rewriting manifests, expiring snapshots older than {self._config.maintenance.expire_after}"
+        log.info("maintenance of %s: %s; %s", ref, wanted.reason, what)
+        reason = wanted.reason
+        started = time.monotonic()
+        try:
+            result = maintenance.maintain_table(
+                self._spark, self._config.catalog.name, ref, self._expire_after, None, run=number, full=wanted.full
+            )
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            log.warning("maintenance of %s failed (the job goes on; tried again after %d s): %s",
+                        ref, self._config.maintenance.min_interval_s, first)  # fmt: skip
+            return MaintenanceRun(ref, reason, None, first, time.monotonic() - started)
+        done = [
+            f"{result.rewritten_data_files} data file(s) rewritten into {result.added_data_files}",
+            f"{result.removed_delete_files} dangling delete file(s) removed ({result.live_delete_files} live)",
+        ]
+        if wanted.full:
+            done += [f"{result.rewritten_manifests} manifest(s) rewritten",
+                     f"{result.expired_snapshots} snapshot(s) expired"]  # fmt: skip
+        steps = ", ".join(f"{k} {v:.1f}s" for k, v in result.steps.items())
+        log.info("maintenance of %s done in %.1f s (%s): %s", ref, result.seconds, steps, ", ".join(done))
+        return MaintenanceRun(ref, reason, result, None, time.monotonic() - started)
+
+
+def _live_delete_files(result: CommitResult) -> int | None:
+    """The table's live delete files after the commit, from its snapshot's summary."""
+    if result.snapshot is None:
+        return None
+    total = result.snapshot.summary().get("total-delete-files")
+    return int(total) if total is not None else None

@@ -1,0 +1,49 @@
+"""Whether the job maintains a table now (job/maintainer.py runs it). Pure: the figures of its
+commits in, a reason in words (or None) out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from icesink.config import MaintainedTables, MaintenanceConfig, TableSettings
+
+
+@dataclass
+class TableHealth:
+    """What the job saw of one table since it last maintained it."""
+
+    commits: int = 0  # commits since its last full maintenance (or since the job started)
+    live_delete_files: int | None = None  # after its newest commit (the snapshot summary's total)
+    last_run: float | None = None  # monotonic time the last maintenance run of it ended
+
+
+def maintained(settings: TableSettings, policy: MaintainedTables) -> bool:
+    """Whether the job maintains a table: its own `maintain` setting, else by its mode."""
+    if settings.maintain is not None:
+        return settings.maintain
+    return policy is MaintainedTables.ALL or (policy is MaintainedTables.CHANGES and settings.is_cdc)
+
+
+@dataclass(frozen=True)
+class Due:
+    """A maintenance run to do now: why, and whether in full (manifests and snapshots too)."""
+
+    reason: str
+    full: bool
+
+
+def due(health: TableHealth, config: MaintenanceConfig, now: float) -> Due | None:
+    """The run the table needs now, or None. A table's delete files ask for a compaction (which
+    also removes the deletes it leaves dangling), its commits for a full run: the compaction, then
+    its manifests rewritten and its old snapshots expired (each commit adds a manifest or two and a
+    snapshot, which every reader plans and every commit rewrites). Never a run within
+    `min_interval_s` of the last one."""
+    if health.last_run is not None and now - health.last_run < config.min_interval_s:
+        return None
+    if health.commits >= config.commits:
+        return Due(f"{health.commits} commits since its last full maintenance (maintenance.commits: "
+                   f"{config.commits})", full=True)  # fmt: skip
+    deletes = health.live_delete_files
+    if deletes is not None and deletes >= config.delete_files:
+        return Due(f"{deletes} live delete files (maintenance.delete_files: {config.delete_files})", full=False)
+    return None

@@ -1,0 +1,88 @@
+"""When the job maintains a table (job/maintenance_due.py) and the maintenance section's checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from icesink.config import MaintainedTables, MaintenanceConfig, WriteMode, parse_config
+from icesink.config.tables import TableSettings
+from icesink.errors import ConfigError
+from icesink.job.maintenance_due import Due, TableHealth, due, maintained
+
+MINIMAL: dict[str, Any] = {
+    "job": {"checkpoint_location": "/tmp/cp"},
+    "kafka": {"bootstrap_servers": "k:9092", "subscribe_pattern": "^events$"},
+    "catalog": {"uri": "http://c:8181"},
+}
+DEFAULTS = MaintenanceConfig()
+
+
+def settings(mode: WriteMode, maintain: bool | None = None) -> TableSettings:
+    return TableSettings(mode=mode, key_columns=("id",), partition_by=(), order_by=None, properties={},
+                         maintain=maintain)  # fmt: skip
+
+
+def test_tables_of_changes_are_maintained_by_default_append_tables_when_asked() -> None:
+    assert maintained(settings(WriteMode.CHANGELOG), DEFAULTS.tables)
+    assert maintained(settings(WriteMode.UPSERT), DEFAULTS.tables)
+    assert not maintained(settings(WriteMode.APPEND), DEFAULTS.tables)
+    assert maintained(settings(WriteMode.APPEND), MaintainedTables.ALL)
+    assert not maintained(settings(WriteMode.CHANGELOG), MaintainedTables.NONE)
+    # A table's own setting wins both ways.
+    assert maintained(settings(WriteMode.APPEND, maintain=True), MaintainedTables.NONE)
+    assert not maintained(settings(WriteMode.CHANGELOG, maintain=False), MaintainedTables.ALL)
+
+
+def test_per_table_setting_reaches_the_resolved_settings() -> None:
+    raw = {
+        **MINIMAL,
+        "tables": {"mode": "changelog", "key_columns": ["id"], "per_table": {"audit": {"maintain": False}}},
+    }
+    c = parse_config(raw, environ={})
+    assert c.tables.settings_for("audit").maintain is False
+    assert c.tables.settings_for("orders").maintain is None
+    assert c.maintenance == DEFAULTS
+
+
+def test_delete_files_ask_for_a_compaction_commits_for_a_full_run_never_within_the_interval() -> None:
+    config = MaintenanceConfig(delete_files=5, commits=10, min_interval_s=60)
+    assert due(TableHealth(commits=4, live_delete_files=4), config, now=1000.0) is None
+    assert due(TableHealth(commits=4, live_delete_files=5), config, now=1000.0) == Due(
+        "5 live delete files (maintenance.delete_files: 5)", full=False
+    )
+    assert due(TableHealth(commits=10, live_delete_files=None), config, now=1000.0) == Due(
+        "10 commits since its last full maintenance (maintenance.commits: 10)", full=True
+    )
+    # Both: the full run, which compacts too.
+    both = due(TableHealth(commits=10, live_delete_files=50), config, now=1000.0)
+    assert both is not None
+    assert both.full
+    # Ran 30 s ago: not again yet, however many deletes; after the interval, yes.
+    assert due(TableHealth(commits=50, live_delete_files=50, last_run=970.0), config, now=1000.0) is None
+    assert due(TableHealth(commits=50, live_delete_files=50, last_run=930.0), config, now=1000.0) is not None
+
+
+def test_defaults_compact_often_and_tidy_every_few_hundred_commits() -> None:
+    assert (DEFAULTS.delete_files, DEFAULTS.commits, DEFAULTS.min_interval_s, DEFAULTS.expire_after) == (
+        10,
+        300,
+        10,
+        "1h",
+    )
+
+
+@pytest.mark.parametrize("age", ["1h", "90m", "3d"])
+def test_expire_after_takes_the_cli_s_ages(age: str) -> None:
+    assert parse_config({**MINIMAL, "maintenance": {"expire_after": age}}, environ={}).maintenance.expire_after == age
+
+
+def test_bad_maintenance_settings_name_their_key() -> None:
+    raw = {**MINIMAL, "maintenance": {"expire_after": "1 hour", "delete_files": 0, "tables": "some"}}
+    with pytest.raises(ConfigError) as e:
+        parse_config(raw, environ={})
+    text = str(e.value)
+    assert "maintenance.expire_after: Value error, '1 hour' is not an age such as 90m, 12h or 3d" in text
+    assert "maintenance.delete_files" in text
+    assert "maintenance.tables" in text
