@@ -220,6 +220,49 @@ def fanout_figures(f: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def soak_figures(f: dict[str, Any] | None) -> str:
+    """The soak's section (dev/bench/soak.py --report): a changelog table under a steady stream,
+    with the job's maintenance and without."""
+    if not f:
+        return NOT_MEASURED
+    lines = [
+        f"Measured {f.get('started', '')} to {f['date']}, `{f['command']}` ({f['minutes']:.0f} min), on "
+        f"{machine_text(f.get('machine', {}))}: {f['rate']:,} changes/s over {f['keys']:,} keys for "
+        f"{f['run_minutes']:.0f} min per side; Trino's reads are the median of 3 (5 for the compacted table).",
+    ]
+    header = ["minute", "count(*)", "vs compacted", "lookup by key", "vs compacted", "delete files", "data files"]
+    for side in f["sides"]:
+        compacted = side["compacted"]
+        rows = []
+        for r in side["reads"]:
+            rows.append([
+                "end" if r.get("end") else f"{r['minute']:.0f}", f"{r['count_s']:.2f} s",
+                f"**{r['count_s'] / compacted['count_s']:.1f}x**", f"{r['lookup_s']:.2f} s",
+                f"**{r['lookup_s'] / compacted['lookup_s']:.1f}x**", str(r["delete_files"]), str(r["data_files"]),
+            ])  # fmt: skip
+        rows.append(["compacted", f"{compacted['count_s']:.2f} s", "1x", f"{compacted['lookup_s']:.2f} s", "1x",
+                     str(compacted.get("delete_files", "-")), str(compacted.get("data_files", "-"))])  # fmt: skip
+        rss = {k: ("-" if v is None else f"{v:,}") for k, v in side["rss_mb"].items() if k != "growth_after_10_pct"}
+        pct = side["rss_mb"]["growth_after_10_pct"]
+        growth = "" if pct is None else f", {pct:+.1f}% from minute 10 to the end"
+        lines += [
+            "",
+            f"**{side['side']}** (`maintenance.tables: {side['maintenance_tables']}`): freshness p50 "
+            f"{side['freshness_p50_s']} s, p99 {side['freshness_p99_s']} s; {side['batches']:,} batches, "
+            f"{side['maintenance_runs']} maintenance runs ({side['maintenance_failures']} failed); at most "
+            f"{side['max_live_delete_files']} live delete files (sampled every 10 s), {side['dangling_at_end']} "
+            f"dangling at the end; the job's process tree {rss['minute_2']} MB at minute 2, {rss['minute_10']} "
+            f"MB at minute 10, {rss['end']} MB at the end (peak {rss['peak']}){growth}.",
+            "",
+            *table(header, rows),
+        ]
+    by = {s["side"]: s for s in f["sides"]}
+    if {"maintained", "unmaintained"} <= set(by) and by["unmaintained"]["freshness_p50_s"]:
+        ratio = by["maintained"]["freshness_p50_s"] / by["unmaintained"]["freshness_p50_s"]
+        lines += ["", f"Freshness p50 with the job's maintenance against without: **{ratio:.2f}x**."]
+    return "\n".join(lines)
+
+
 def render(report: dict[str, Any], report_path: str) -> str:
     machine = report.get("machine") or {"cores": report.get("cores")}
     text = Template(TEMPLATE.read_text()).substitute(
@@ -229,6 +272,7 @@ def render(report: dict[str, Any], report_path: str) -> str:
         decode_figures=decode_figures(report.get("decode")),
         cdc_figures=cdc_figures(report.get("cdc")),
         fanout_figures=fanout_figures(report.get("fanout")),
+        soak_figures=soak_figures(report.get("soak")),
     )
     return text.rstrip() + "\n"
 

@@ -238,17 +238,20 @@ def run_side(work: Path, tag: str, side: str, args: argparse.Namespace) -> dict[
     job.send_signal(signal.SIGTERM)
     job.wait(300)
     text = log.read_text()
+    deletes, data = delete_files(table)
     final = {"minute": round((time.monotonic() - started) / 60, 1),
              "count_s": trino_seconds(f"SELECT count(*) FROM iceberg.{name}"),
              "lookup_s": trino_seconds(f"SELECT * FROM iceberg.{name} WHERE id = {args.keys // 3}"),
-             "delete_files": delete_files(table)[0], "data_files": delete_files(table)[1]}  # fmt: skip
+             "delete_files": deletes, "data_files": data}  # fmt: skip
     left_dangling = dangling(name)
     lat = sorted(latencies(table, json.loads(samples.read_text())))
     maintain = subprocess.run([sys.executable, "-m", "icesink", "maintain", "-c", str(config_path), "--table",
                                topic, "--json"], cwd=REPO, capture_output=True, text=True)  # fmt: skip
     assert maintain.returncode == 0, maintain.stderr[-3000:]
+    deletes, data = delete_files(table)
     compacted = {"count_s": trino_seconds(f"SELECT count(*) FROM iceberg.{name}", 5),
-                 "lookup_s": trino_seconds(f"SELECT * FROM iceberg.{name} WHERE id = {args.keys // 3}", 5)}  # fmt: skip
+                 "lookup_s": trino_seconds(f"SELECT * FROM iceberg.{name} WHERE id = {args.keys // 3}", 5),
+                 "delete_files": deletes, "data_files": data}  # fmt: skip
     after_ten = [r for r in rss if r[0] >= 600]
     growth = None
     if after_ten:

@@ -53,6 +53,9 @@ class Scenario:
             "catalog": {"name": CATALOG, "uri": CATALOG_URI},
             "s3": {"endpoint": S3_ENDPOINT},
             "tables": {"namespace": self.namespace},
+            # The job's own maintenance commits at moments of its own (a thread beside the
+            # batches): off unless a test turns it on, so that the others' snapshots are theirs.
+            "maintenance": {"tables": "none"},
             "spark": {
                 "master": "local[2]",
                 "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},

@@ -72,6 +72,7 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
         "kafka.max_offsets_per_trigger": 100,
         "job.trigger.mode": "processing-time",
         "job.trigger.interval": "1 second",
+        "maintenance.tables": "changes",
         "maintenance.delete_files": 3,
         "maintenance.min_interval_s": 0,
     })  # fmt: skip
