@@ -64,6 +64,15 @@ def test_delete_files_ask_for_a_compaction_commits_for_a_full_run_never_within_t
     assert due(TableHealth(commits=50, live_delete_files=50, last_run=930.0), config, now=1000.0) is not None
 
 
+def test_the_delete_files_threshold_is_per_partition_the_commits_change() -> None:
+    config = MaintenanceConfig(delete_files=5, commits=100, min_interval_s=0)
+    # 16 partitions: 40 delete files are 2.5 a partition, not yet; 80 are 5.
+    assert due(TableHealth(commits=3, live_delete_files=40, partitions=16), config, now=0.0) is None
+    assert due(TableHealth(commits=3, live_delete_files=80, partitions=16), config, now=0.0) == Due(
+        "80 live delete files (maintenance.delete_files: 5 per partition, 16 partitions)", full=False
+    )
+
+
 def test_defaults_compact_often_and_tidy_every_few_hundred_commits() -> None:
     assert (DEFAULTS.delete_files, DEFAULTS.commits, DEFAULTS.min_interval_s, DEFAULTS.expire_after) == (
         10,

@@ -29,7 +29,8 @@ class MaintenanceConfig(Section):
         10,
         ge=1,
         description="compact a table (and remove the delete files that then dangle) once it has this many live "
-        "delete files: every read applies each of them",
+        "delete files per partition (counted over the most partitions one of its commits changed): a read applies "
+        "each of its partition's",
     )
     commits: int = Field(
         300,

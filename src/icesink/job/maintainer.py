@@ -85,6 +85,13 @@ class Maintainer:
                 self._thread.start()
             self._wake.notify()
 
+    def resume(self) -> None:
+        """Takes commits again after `close` (a job run again in the same process)."""
+        with self._wake:
+            if self._thread is not None and not self._thread.is_alive():
+                self._thread = None
+            self._closing = False
+
     def close(self) -> None:
         """Starts no other run; waits for the one under way (its commit or none: both are safe)."""
         with self._wake:
@@ -119,9 +126,12 @@ class Maintainer:
     def _consider(self, ref: TableRef, result: CommitResult) -> None:
         health = self._health[ref]
         try:
-            health.live_delete_files = _live_delete_files(result)
-        except Exception as e:  # the figure is only a hint; the commit count still applies
+            deletes, partitions = _figures(result)
+        except Exception as e:  # the figures are only hints; the commit count still applies
             log.debug("table %s: live delete files not read from its snapshot: %s", ref, e)
+        else:
+            health.live_delete_files = deletes
+            health.partitions = max(health.partitions, partitions)
         wanted = due(health, self._config.maintenance, time.monotonic())
         if wanted is None:
             return
@@ -166,9 +176,11 @@ class Maintainer:
         return MaintenanceRun(ref, reason, result, None, time.monotonic() - started)
 
 
-def _live_delete_files(result: CommitResult) -> int | None:
-    """The table's live delete files after the commit, from its snapshot's summary."""
+def _figures(result: CommitResult) -> tuple[int | None, int]:
+    """The table's live delete files after the commit, and the partitions the commit changed, from
+    its snapshot's summary."""
     if result.snapshot is None:
-        return None
-    total = result.snapshot.summary().get("total-delete-files")
-    return int(total) if total is not None else None
+        return None, 1
+    summary = result.snapshot.summary()
+    total, changed = summary.get("total-delete-files"), summary.get("changed-partition-count")
+    return (int(total) if total is not None else None), (int(changed) if changed is not None else 1)

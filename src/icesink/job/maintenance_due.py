@@ -14,6 +14,7 @@ class TableHealth:
 
     commits: int = 0  # commits since its last full maintenance (or since the job started)
     live_delete_files: int | None = None  # after its newest commit (the snapshot summary's total)
+    partitions: int = 1  # the most partitions one of its commits changed (the summary's count)
     last_run: float | None = None  # monotonic time the last maintenance run of it ended
 
 
@@ -43,7 +44,10 @@ def due(health: TableHealth, config: MaintenanceConfig, now: float) -> Due | Non
     if health.commits >= config.commits:
         return Due(f"{health.commits} commits since its last full maintenance (maintenance.commits: "
                    f"{config.commits})", full=True)  # fmt: skip
-    deletes = health.live_delete_files
-    if deletes is not None and deletes >= config.delete_files:
-        return Due(f"{deletes} live delete files (maintenance.delete_files: {config.delete_files})", full=False)
+    # A read applies the deletes of a data file's own partition: the threshold is per partition,
+    # over as many as the table's commits change.
+    deletes, limit = health.live_delete_files, config.delete_files * max(1, health.partitions)
+    if deletes is not None and deletes >= limit:
+        per = "" if limit == config.delete_files else f" per partition, {health.partitions} partitions"
+        return Due(f"{deletes} live delete files (maintenance.delete_files: {config.delete_files}{per})", full=False)
     return None

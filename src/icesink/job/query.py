@@ -93,6 +93,8 @@ class Job:
         else:
             writer = writer.trigger(processingTime=trigger.interval)
         self._watch_metrics()
+        self._query = None  # a query of an earlier run stopped; this one's first batch may come before start() returns
+        self.maintainer.resume()
         self._query = writer.start()
         log.info(
             "query %s started: pattern %r -> namespace %s, checkpoint %s, trigger %s",
