@@ -315,13 +315,19 @@ def test_another_job_on_other_topics_of_the_same_table_commits_between_check_and
     assert codec.decode(snaps[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(first, second), "both jobs' offsets"
 
 
-@pytest.mark.parametrize("together", [True, False], ids=["one-request", "per-table"])
+@pytest.mark.parametrize(
+    ("point", "together"),
+    [("before-multi-table-commit", True), ("before-multi-table-staging", True), ("before-table-commit", False)],
+    ids=["one-request", "one-request-before-staging", "per-table"],
+)
 def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_nothing_twice(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path, together: bool
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, point: str, together: bool
 ) -> None:
-    """Another job commits one table's records between the batch's offset checks and its commit:
-    in one request (catalog.multi_table_commit), the catalog refuses the request and the tables
-    are committed one by one, as without it: the victim is refused, the others commit."""
+    """Another job commits one table's records between the batch's offset checks and its commit
+    (or, in one request, before its snapshots are staged: the staging must not take the other
+    job's commit for the table as planned): in one request (catalog.multi_table_commit), the
+    catalog refuses the request and the tables are committed one by one, as without it: the
+    victim is refused, the others commit."""
     names = [f"t{i:02d}" for i in range(12)]
     topics = [scenario.topic(n) for n in names]
     create_topics(*topics, partitions=1)
@@ -334,7 +340,7 @@ def test_one_fenced_table_among_twelve_the_others_commit_and_the_restart_adds_no
         tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 54, "catalog.multi_table_commit": together}
     )
 
-    env, release = pause_env(tmp_path, "before-multi-table-commit" if together else "before-table-commit", 1)
+    env, release = pause_env(tmp_path, point, 1)
     log = tmp_path / "job.log"
     job = start_cli(config, log, env)
     paused(release, job, log)  # every table's files written, their commits about to go

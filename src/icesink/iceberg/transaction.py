@@ -124,6 +124,7 @@ def commit_together(
     def staged(t: TableFiles) -> JavaObject | None:
         return _staged(spark, t, query_id, batch_id)
 
+    faults.maybe_pause("before-multi-table-staging", batch_id)
     started = time.monotonic()
     prepared = prepare(staged, tables)
     transactions = [txn for txn in prepared if txn is not None]
@@ -159,8 +160,9 @@ def commit_together(
 
 
 def _staged(spark: SparkSession, t: TableFiles, query_id: str, batch_id: int) -> JavaObject | None:
-    """The table's snapshot of the batch committed into a transaction of its own (its manifests
-    written; no catalog request); None when its offsets moved since the batch was planned."""
+    """The table's snapshot of the batch committed into a transaction of its own on the table as
+    planned (its manifests written; no catalog request); None when its offsets moved since the
+    batch was planned."""
     now = ancestry.committed_offsets(t.table)
     if any(now.get(tp) != t.plan.committed.get(tp) for tp in t.plan.batch_tps):
         return None
@@ -168,7 +170,7 @@ def _staged(spark: SparkSession, t: TableFiles, query_id: str, batch_id: int) ->
     deletes = [f for f in t.files if f.content == "deletes"]
     if deletes and not t.key_columns:
         raise CommitError(f"table {t.plan.table}: delete files without key columns")
-    txn = t.table.newTransaction()
+    txn = _as_planned(spark, t.table)
     update = pending_update(spark, t.table, data, deletes, t.key_columns, into=txn)
     for k, v in codec.summary_properties(advance(now, t.plan.next_offsets), query_id, batch_id).items():
         update.set(k, v)
@@ -179,6 +181,19 @@ def _staged(spark: SparkSession, t: TableFiles, query_id: str, batch_id: int) ->
     # only queues files for its own commit, which never runs here.
     update.commit()
     return txn
+
+
+def _as_planned(spark: SparkSession, table: JavaObject) -> JavaObject:
+    """A transaction of `table` on its metadata as loaded when the batch was planned, whose
+    offsets were just checked. Not `table.newTransaction()`: it loads the table again (a request
+    per table), and the request's requirement would then pin whatever was committed since the
+    batch was planned - another job's commit of the same offsets among it, which the request
+    would then commit the batch on top of. On the planned metadata, any commit since (another
+    writer, maintenance) has the catalog refuse the request, and the fenced path settles each
+    table. (The transaction's type, REPLACE_TABLE, only matters to its own commit, which never
+    runs: the request carries its updates.)"""
+    ops = table.operations()
+    return jvm(spark).org.apache.iceberg.Transactions.replaceTableTransaction(table.name(), ops, ops.current())
 
 
 def _identifier(spark: SparkSession, t: TableFiles) -> JavaObject:

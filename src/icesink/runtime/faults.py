@@ -26,6 +26,8 @@ ICESINK_FAULT_PAUSE=<point>:<batch id> with ICESINK_FAULT_PAUSE_FILE=<path> stop
 that point: it creates `<path>.reached` and waits until `<path>` exists (at most 10 minutes), so a
 test can commit from another process in the window between planning and committing:
   before-table-commit  a table's offsets were checked, its snapshot is not yet committed;
+  before-multi-table-staging  the batch's files are written, its tables' snapshots are not yet
+                      staged for the one request (their offsets not yet checked again);
   before-multi-table-commit  the batch's tables are staged for the one request, not sent;
   maintenance-compacted  maintenance run <id> committed its compaction (the batches go on).
 """
