@@ -139,11 +139,16 @@ def _tidy(
     keep_from = _offset_snapshot_time(spark, catalog, ref)
     if keep_from is not None and keep_from < older_than:
         older_than = keep_from  # the newest offset-bearing snapshot and all after it stay
-    expired_row = spark.sql(
-        f"CALL {catalog}.system.expire_snapshots(table => '{ident}', older_than => TIMESTAMP '{_ts(older_than)}', "
-        "retain_last => 1)"
-    ).first()
-    expired = expired_row.asDict() if expired_row is not None else {}
+    expired: dict[str, Any] = {}
+    # Nothing that old: the procedure would still read every manifest of every snapshot to find
+    # files to delete (11-18 s for 1,800 snapshots beside a running job).
+    oldest = spark.sql(f"SELECT CAST(min(committed_at) AS DOUBLE) FROM {ident}.snapshots").first()
+    if oldest is not None and oldest[0] is not None and oldest[0] < older_than.timestamp():
+        expired_row = spark.sql(
+            f"CALL {catalog}.system.expire_snapshots(table => '{ident}', older_than => TIMESTAMP '{_ts(older_than)}', "
+            "retain_last => 1)"
+        ).first()
+        expired = expired_row.asDict() if expired_row is not None else {}
     lap("expiry")
     if orphans_after is None:
         return manifests, expired, 0
