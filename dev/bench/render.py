@@ -233,6 +233,8 @@ def soak_figures(f: dict[str, Any] | None) -> str:
     header = ["minute", "count(*)", "vs compacted", "lookup by key", "vs compacted", "delete files", "data files"]
     for side in f["sides"]:
         compacted = side["compacted"]
+        if "count_s" not in compacted:  # not compacted: the ratios are against nothing
+            compacted = {"count_s": math.nan, "lookup_s": math.nan, **compacted}
         rows = []
         for r in side["reads"]:
             rows.append([

@@ -66,7 +66,9 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     topic = scenario.topic("ledger")
     create_topics(topic, partitions=2)
     changes = list(random_changes(2_400, 150, 2, seed=37))
-    first, second = changes[:1_600], changes[1_600:]
+    # The first changes make the first maintenance run due; the middle ones arrive while it is
+    # paused (so batches commit beside it however fast the first were taken); the last, after.
+    first, middle, second = changes[:400], changes[400:1_600], changes[1_600:]
     produce_keyed(topic, records(first))
     overrides = cdc_config(**{
         "kafka.max_offsets_per_trigger": 100,
@@ -93,6 +95,7 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     paused(release, job, log)
     assert replaces(spark, table) == 1
     batches = committed_batches(spark, table)
+    produce_keyed(topic, records(middle))
     wait_until(
         while_running(job, log, lambda: committed_batches(spark, table) >= batches + 3), 180,
         lambda: f"three batches committed beside the paused maintenance:\n{tail(log)}",
