@@ -1,5 +1,5 @@
 """Whether the job maintains a table now (job/maintainer.py runs it). Pure: the figures of its
-commits in, a reason in words (or None) out."""
+commits in, the run due (a compaction or a full run, and why in words) or None out."""
 
 from __future__ import annotations
 
