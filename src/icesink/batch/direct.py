@@ -114,11 +114,13 @@ def write_once(
         table = made.get(i)
         # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
         item = (d.item[0], None, d.item[2]) if d.staged else d.item
+        # A table of field-routed topics is not evolved for its topics' records: other tables' too.
+        again = learn and d.route is None
         if table is not None:
             written.append(_written(ctx, d, table, found.files[i]))
-        elif learn and i in found.frames and isinstance(d.decoder, DirectAvro):
+        elif again and i in found.frames and isinstance(d.decoder, DirectAvro):
             new.append(Retry(item, found.frames[i]))
-        elif learn and _plain_json(d) and not (found.unread or i in found.shared or i in found.too_many):
+        elif again and _plain_json(d) and not (found.unread or i in found.shared or i in found.too_many):
             new.append(Retry(item))
         else:
             log.info(
@@ -126,8 +128,12 @@ def write_once(
                 why_declined(d, i, found),
             )  # fmt: skip
             others.append(item)
+    # A table of field-routed topics: its tasks' letters are of records the routing pass made dead
+    # letters of already (every record Spark's decoder does not decode), or that the rule skips.
     letters = {
-        str(d.item[0].table): found.letters[i] for i, d in enumerate(items) if made.get(i) and i in found.letters
+        str(d.item[0].table): found.letters[i]
+        for i, d in enumerate(items)
+        if made.get(i) and i in found.letters and d.route is None
     }
     return DirectWritten(written, others, letter_records(ctx, letters)), new
 
@@ -232,9 +238,10 @@ def _direct_table(
     takes = {(r.tp.topic, r.tp.partition): (r.first_offset, r.last_offset) for r in mine}
     key = d.key
     return DirectTable(
-        task, d.decoder, takes, takes_all=_spans(mine) == _spans(read), changes=d.changes, partition_by=fields,
-        key_column=key.column if key is not None else None, key_decoder=key.decoder if key is not None else None,
-        order_floor=d.order_floor, letters=letters,
+        task, d.decoder, takes, takes_all=d.route is None and _spans(mine) == _spans(read), changes=d.changes,
+        partition_by=fields, key_column=key.column if key is not None else None,
+        key_decoder=key.decoder if key is not None else None, order_floor=d.order_floor, letters=letters,
+        route=d.route,
     )  # fmt: skip
 
 

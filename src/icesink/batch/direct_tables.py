@@ -40,6 +40,7 @@ from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
 from icesink.batch.direct_changes import table_changes
 from icesink.batch.direct_json import Item, connect_key, json_schema
 from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
+from icesink.batch.direct_routing import route_filter
 from icesink.batch.direct_shape import Shaping, shaped
 from icesink.batch.plan import TablePlan
 from icesink.batch.prepare import evolve_to
@@ -50,11 +51,13 @@ from icesink.config import ValueFormat
 from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import wire
 from icesink.schema.evolution import conflicts, merged
+from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.partition_values import supported
 from icesink.tasks.plain_rows import PlainEnvelope
+from icesink.tasks.routing import RouteFilter
 from icesink.tasks.table_out import DirectDecoder
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,7 @@ class DirectItem:
     # A table of changes ordered across batches: the order_by value below which a change may be
     # older than the row the table holds (its tasks decline such a batch; batch/direct_changes.py).
     order_floor: Any = None
+    route: RouteFilter | None = None  # a table of field-routed topics: the records it takes of them
 
 
 def direct_item(
@@ -113,21 +117,21 @@ def declined(ctx: BatchContext, plan: TablePlan, reason: str) -> DirectItem | No
 def _decoder_item(
     ctx: BatchContext, targets: Targets, item: Item, inferred: StructType | None = None
 ) -> DirectItem | None:  # fmt: skip
-    plan, _, planned = item
+    plan, table, planned = item
     config = ctx.config
-    if plan.table not in targets.topic_routed:
-        return declined(
-            ctx, plan, "it is routed by a record field (routing.rules); the one-pass job takes tables by topic"
-        )
+    routed = plan.table not in targets.topic_routed
+    if routed and table is None:
+        return declined(ctx, plan, "it is a new table routed by a record field (routing.rules): Spark's path creates "
+                        "it from its own records")  # fmt: skip
     ok, key = key_side(ctx, planned)
     if not ok:
         return declined(ctx, plan, f"its record keys (decode.key_format {config.decode.key_format.value}) are not "
                         "ones the one-pass job fills its key column with")  # fmt: skip
     settings = config.tables.settings_for(plan.table.name)
     shaping = Shaping.of(settings)
-    if not shaping.plain and key is not None:
+    if not shaping.plain and (key is not None or routed):
         return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table with a "
-                        "record key column")  # fmt: skip
+                        "record key column or routed by a record field")  # fmt: skip
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
         found = _json_item(ctx, targets, item, key, settings.is_cdc, inferred, shaping)
@@ -141,14 +145,27 @@ def _decoder_item(
         and planned.values is not None
         and avro_keys
     ):
-        found = _avro_item(ctx, item, key, shaping)
+        found = _avro_item(ctx, item, key, shaping, evolve=not routed)
         if found is not None and settings.is_cdc:
             found = _with_changes(ctx, found)
             if found is None:
                 return declined(ctx, plan, "its changes are not ones the one-pass job applies (an operation column "
                                 "not a string, an order_by column not an integer or a timestamp, or the table's "
                                 "order bound not known)")  # fmt: skip
-    return found
+    return _with_route(ctx, targets, found) if routed and found is not None else found
+
+
+def _with_route(ctx: BatchContext, targets: Targets, found: DirectItem) -> DirectItem | None:
+    """A table of field-routed topics with the records its tasks take of them
+    (batch/direct_routing.py): plain JSON values or Avro records, without an envelope."""
+    plan = found.item[0]
+    decoder = found.decoder
+    if not isinstance(decoder, tuple) and not (isinstance(decoder, DirectAvro) and decoder.envelope is None):
+        return declined(ctx, plan, "it is routed by a record field, and its records are change events or Connect JSON")
+    route = route_filter(targets, plan.table, found.schema, found.key.column if found.key is not None else None)
+    if isinstance(route, str):
+        return declined(ctx, plan, f"it is routed by a record field, and {route}")
+    return replace(found, route=route)
 
 
 def _json_item(
@@ -213,9 +230,12 @@ def _json_decoder(
     return PlainEnvelope(columns, envelope) if envelope is not None else columns
 
 
-def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shaping) -> DirectItem | None:
+def _avro_item(
+    ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shaping, evolve: bool = True
+) -> DirectItem | None:  # fmt: skip
     """An Avro table; `shaping`: flattened or case-insensitive (batch/direct_shape.py; no record key
-    column then)."""
+    column then). Without `evolve`, only a table that takes the writer schemas as it is (a table of
+    field-routed topics: the writer schemas are those of all of their records, other tables' too)."""
     _, table, planned = item
     decoder = ctx.decoder
     if not isinstance(decoder, AvroDecoder):
@@ -242,7 +262,12 @@ def _avro_item(ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shap
     # the record key (a required column when it is the table's key).
     values = StructType([f for f in schema.fields if key is None or f.name != key.column])
     found = direct_avro(writers, values, envelope, shaping)
-    if found is None and table is not None and _evolved(ctx, plan, table, schema, writers, envelope, shaping):
+    if (
+        found is None
+        and evolve
+        and table is not None
+        and _evolved(ctx, plan, table, schema, writers, envelope, shaping)
+    ):
         schema = ctx.catalog.spark_schema(table)
         values = StructType([f for f in schema.fields if key is None or f.name != key.column])
         found = direct_avro(writers, values, envelope, shaping)

@@ -43,6 +43,9 @@ class Targets:
     fixed_tables: dict[TableRef, list[str]] = field(default_factory=dict)
     routed: list[DataFrame] = field(default_factory=list)
     field_conditions: dict[TableRef, list[Column]] = field(default_factory=dict)
+    # Per table of field-routed topics: each such topic, its route and the field's values the table
+    # takes of it (the one-pass job's tasks route by them: batch/direct_routing.py).
+    field_routes: dict[TableRef, list[tuple[str, Route, tuple[str, ...]]]] = field(default_factory=dict)
 
     @functools.cached_property
     def source(self) -> DataFrame:
@@ -91,6 +94,7 @@ def route_batch(
             fixed_tables[ref].append(topic)
             table_ranges[ref].extend(by_topic[topic])
     by_field: dict[TableRef, list[Column]] = defaultdict(list)  # tables that take records of a field-routed topic
+    field_routes: dict[TableRef, list[tuple[str, Route, tuple[str, ...]]]] = defaultdict(list)
     for topic in sorted(set(by_topic) - set(targets.fixed)):
         route = router.route(topic)
         assert route.field is not None
@@ -100,12 +104,14 @@ def route_batch(
         taken, refused = _taken(routed, route, exists, reserved)
         for ref, vs in taken.items():
             by_field[ref].append((F.col("topic") == topic) & F.col(ROUTE).isin(vs))
+            field_routes[ref].append((topic, route, tuple(vs)))
             table_ranges[ref].extend(by_topic[topic])
         accepted = sorted({v for vs in taken.values() for v in vs})
         targets.unrouted.append((topic, _unrouted(routed, route, accepted, refused)))
     targets.ranges = dict(table_ranges)
     targets.fixed_tables = dict(fixed_tables)
     targets.field_conditions = dict(by_field)
+    targets.field_routes = dict(field_routes)
     targets.topic_routed = set(table_ranges) - set(by_field)
     return targets
 

@@ -52,10 +52,13 @@ def avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
 
 
 def _rows(out: TableOut, records: pa.RecordBatch) -> pa.Table | None:
+    """The table's rows of `records` (of a table of field-routed topics, those it takes), or None."""
     try:
-        return avro_rows(out, records)
+        rows = avro_rows(out, records)
     except REFUSED:
         return None
+    # A table of changes' rows have their coordinates and TOMBSTONE first.
+    return out.routed(rows, len(ORDER) + 1 if out.table.changes is not None else 0) if rows is not None else None
 
 
 def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:

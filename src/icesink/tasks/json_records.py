@@ -57,10 +57,14 @@ def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> N
 def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, int], decline: Any) -> bool:
     """A JSON record the table's rows did not take: its dead letter (an append table's null value,
     or a value beyond doubt not an object: tasks/dead_letters.json_problem), or else its table
-    declined, as it is past `MAX_LETTERS` letters. False when the table was declined."""
+    declined, as it is past `MAX_LETTERS` letters. False when the table was declined. Of a
+    field-routed topic, such a record is no table's: the routing pass made it a dead letter, or
+    skipped it as its rule says (batch/route.py)."""
     why = None
-    if out.table.letters:
+    if out.table.letters or out.table.route is not None:
         why = NULL_VALUE if value is None else json_problem(value)
+    if why is not None and out.table.route is not None:
+        return True
     if why is not None and len(out.letters) < MAX_LETTERS:
         out.letters.append(Letter(*at, *why))
         return True

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, check, checked_array, json_object
 from icesink.tasks.json_shape import JsonShape
+from icesink.tasks.routing import RouteFilter
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,9 @@ class CarriedRows:
         self._coordinate_columns: list[tuple[pa.Array, pa.Array, pa.Array]] = []  # `add_all`'s
         self._keys: list[bytes | None] = []
 
-    def _row(self, value: bytes | None) -> bool:
-        """Takes the record's value, or says it is not one the table takes."""
+    def _row(self, value: bytes | None) -> bool | None:
+        """Takes the record's value, or says it is not one the table takes (False), or that it is
+        another table's of a field-routed topic (None: passed over)."""
         raise NotImplementedError
 
     def add(
@@ -57,8 +59,12 @@ class CarriedRows:
     ) -> bool:  # fmt: skip
         """Takes the record's row (and, with `carry`, its topic, partition and offset; with
         `key_column`, its key); False (and nothing taken) when the record is not one of the
-        table's rows (see the subclass), nor a tombstone this table takes."""
-        if not self._row(value):
+        table's rows (see the subclass), nor a tombstone this table takes. True, and nothing
+        taken, for a record of a field-routed topic that is another table's."""
+        taken = self._row(value)
+        if taken is None:
+            return True
+        if not taken:
             return False
         if self._carry:
             assert coordinates is not None
@@ -73,7 +79,8 @@ class CarriedRows:
     ) -> bool:  # fmt: skip
         """`add` for every record of a batch the table takes whole: their coordinates as the batch's
         own columns (topic, partition, offset), not a tuple per record. False when one is not taken
-        (the table is then declined: what was taken of the batch does not matter)."""
+        (the table is then declined: what was taken of the batch does not matter), or another
+        table's: a field-routed table's records are taken one at a time."""
         row = self._row
         for value in values:
             if not row(value):
@@ -104,14 +111,17 @@ class DirectRows(CarriedRows):
     record key's field of that name, as Spark's path fills it (changes.classify). With `carry`, a
     record without a value is then a tombstone: a row of only its key. With `envelope`, each
     record is a Debezium change event (`PlainEnvelope`). With `shape`, a record's object is
-    flattened or matched to the columns ignoring case first (tasks/json_shape.py)."""
+    flattened or matched to the columns ignoring case first (tasks/json_shape.py). With `route`,
+    the records are of field-routed topics, and a record the table does not take is passed over
+    (tasks/routing.py)."""
 
     def __init__(
         self, columns: Sequence[DirectColumn], carry: bool = False, key_column: str | None = None,
         envelope: EnvelopeSpec | None = None, key: DirectColumn | None = None, keys: Sequence[str] = (),
-        shape: JsonShape | None = None,
+        shape: JsonShape | None = None, route: RouteFilter | None = None,
     ) -> None:  # fmt: skip
         super().__init__(carry, key_column)
+        self._route = route
         self._shape = shape  # a flattened or case-insensitive table's (tasks/json_shape.py)
         self._columns = tuple(columns)
         self._names = frozenset(c.name for c in columns)
@@ -135,15 +145,21 @@ class DirectRows(CarriedRows):
     def rows(self) -> int:
         return len(self._rows)
 
-    def _row(self, value: bytes | None) -> bool:
+    def _row(self, value: bytes | None) -> bool | None:
         """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not a
-        JSON object of the table's columns (or a change event of them); its values' types are
-        checked by `take`."""
+        JSON object of the table's columns (or a change event of them), or (None) that it is
+        another table's; its values' types are checked by `take`."""
         if value is None and self._carry and self._key_column is not None:
+            if self._route is not None:
+                return None  # a tombstone has no routing field: no table's (the routing pass says so)
             self._rows.append(self._nothing)
             tombstone = True
         else:
             found = json_object(value)
+            if found is not None and self._route is not None:
+                verdict = self._route.verdict(found)
+                if verdict is not True:
+                    return verdict
             if found is not None and self._envelope is not None:
                 found = self._change(found, self._envelope)
             if found is not None and self._shape is not None:

@@ -30,6 +30,7 @@ from icesink.tasks.last_changes import last_per_key
 from icesink.tasks.parquet_files import ROW_GROUP_ROWS
 from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
 from icesink.tasks.plain_rows import DirectRows, PlainEnvelope
+from icesink.tasks.routing import RouteFilter
 
 # Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
 _CHUNK_ROWS = 8192
@@ -68,6 +69,9 @@ class DirectTable:
     # letters of beyond doubt (tasks/dead_letters.py) become letters, its other records staying
     # here; else they decline it.
     letters: bool = False
+    # A table of field-routed topics: the records it takes of them (tasks/routing.py). Plain JSON
+    # records are looked at before they are decoded, Avro rows once decoded (`routed`).
+    route: RouteFilter | None = None
 
 
 class TableOut:
@@ -91,7 +95,7 @@ class TableOut:
             shape = JsonShape(decoder)
             self.rows = DirectRows(decoder.columns, carry, table.key_column, None, plain_key, spec, shape=shape)
         elif not isinstance(decoder, DirectAvro):
-            self.rows = DirectRows(decoder, carry, table.key_column, None, plain_key, spec)
+            self.rows = DirectRows(decoder, carry, table.key_column, None, plain_key, spec, route=table.route)
         avro_keys = table.key_decoder if isinstance(table.key_decoder, DirectAvro) else None
         self.keys = AvroRows(avro_keys, _key_schema(table)) if avro_keys is not None else None
         self._pid = partition_id
@@ -103,6 +107,16 @@ class TableOut:
         self._changes: list[pa.Table] = []
         self.fingerprints: bytes | None = None  # of the keys the task wrote changes for
         self.letters: list[Letter] = []  # records the task made dead letters of (`DirectTable.letters`)
+
+    def routed(self, rows: pa.Table, carried: int) -> pa.Table:
+        """Decoded rows (after `carried` columns of their own) that the table takes of its
+        field-routed topics: all of them for a table routed by topic."""
+        route = self.table.route
+        if route is None:
+            return rows
+        # By position: a table may have a column named like a carried one (offset).
+        at = carried + rows.column_names[carried:].index(route.field)
+        return rows.filter(route.mask(rows.column(at)))
 
     def add(self, rows: pa.Table) -> None:
         self._chunks += rows.to_batches()

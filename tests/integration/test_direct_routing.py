@@ -1,0 +1,172 @@
+"""Tables of field-routed topics written in one pass (batch/direct_routing.py, tasks/routing.py):
+static and dynamic routing, an upsert table among them, the same rows and dead letters as Spark's
+path writes, no record twice after a crash between the files and the commit, nor after a replay."""
+
+from __future__ import annotations
+
+import re
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.bench.workloads import SCHEMA, event
+from dev.kit.kafka import create_topics, end_offsets, produce
+from dev.kit.scenario import CATALOG, Scenario
+from icesink.job.query import Job
+from icesink.runtime import faults
+from icesink.runtime.timings import BatchTimings
+from tests.support.cli import run_cli
+from tests.support.spark import letters, rows, snapshots, table_offsets
+from tests.support.values import avro_config, avro_values
+
+pytestmark = [pytest.mark.slow]
+
+KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+SIDES = {"direct": True, "spark": False}
+
+
+def ids(spark: SparkSession, table: str) -> list[int]:
+    return sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
+
+
+def steps(timings: list[BatchTimings]) -> list[tuple[bool, bool]]:
+    """Per batch: (went through the one-pass job, went through Spark's decoder)."""
+    return [("direct" in t.steps, "decode" in t.steps) for t in timings]
+
+
+def test_json_tables_routed_by_a_field_take_the_one_pass_job(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    mixed, inbox = scenario.topic("mixed"), scenario.topic("inbox")
+    create_topics(mixed, inbox, partitions=2)
+    rules = [
+        {"topics": mixed, "field": "kind", "values": {"click": ["clicks"], "buy": ["buys", "audit"]}},
+        {"topics": inbox, "field": "target", "dynamic": True},
+    ]
+
+    def settings(side: str, **more: Any) -> dict[str, Any]:
+        return {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": SIDES[side],
+            "routing.rules": rules,
+            "tables.per_table": {"buys": {"mode": "upsert", "key_columns": ["id"]}},
+            **more,
+        }
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        job = Job(spark, scenario.config(**settings(side, **more)))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    def tables(side: str) -> dict[str, list[tuple[Any, ...]]]:
+        names = ("clicks", "buys", "audit", "alpha", "beta")
+        return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in names}
+
+    # Batch 0 creates the tables (Spark's path, on both sides: a new table's columns are its own
+    # records'); alpha and beta of other columns than each other.
+    produce(mixed, [{"id": 1, "kind": "click", "n": "a"}, {"id": 2, "kind": "buy", "n": "b", "qty": 1}])
+    produce(inbox, [{"id": 1, "target": "alpha", "a": 1}, {"id": 2, "target": "beta", "b": "x"}])
+    for side in SIDES:
+        run(side)
+
+    # Batch 1: each table's records among others' (of other columns), an update of an upsert
+    # key, records no table takes, and poison.
+    produce(
+        mixed,
+        [
+            {"id": 3, "kind": "click", "n": "c"},
+            {"id": 2, "kind": "buy", "n": "b2", "qty": 5},  # an update of key 2 of buys
+            {"id": 4, "kind": "refund", "why": "late"},  # no value routes it: a dead letter
+            {"id": 5},  # no kind: a dead letter
+            "not json",
+            {"id": 6, "kind": "buy", "n": "f", "qty": 2},
+        ],
+    )
+    produce(
+        inbox, [{"id": 3, "target": "beta", "b": "y"}, {"id": 4, "target": "../evil"}, {"id": 5, "target": "Alpha"}]
+    )
+    timings = {side: run(side) for side in SIDES}
+    assert steps(timings["direct"]) == [(True, False)], "every table in one pass, none through Spark's decoder"
+    assert steps(timings["spark"]) == [(False, True)]
+    assert tables("direct") == tables("spark")
+    assert ids(spark, f"{CATALOG}.{scenario.namespace}_direct.buys") == [2, 6], "key 2 updated in place"
+    assert letters(spark, f"{scenario.namespace}_direct") == letters(spark, f"{scenario.namespace}_spark")
+    assert len(letters(spark, f"{scenario.namespace}_direct")) == 4, "each once: refund, no kind, not json, ../evil"
+
+    # Batch 2, killed after the one-pass job wrote every table's files and before any commit; the
+    # restart writes it once.
+    produce(mixed, [{"id": 7, "kind": "click", "n": "g"}, {"id": 6, "kind": "buy", "n": "f2", "qty": 3}])
+    produce(inbox, [{"id": 6, "target": "alpha", "a": 6}, {"id": 7, "target": "beta", "b": "z"}])
+    config = scenario.write_config(tmp_path / "job.yaml", **settings("direct"))
+    before = {n: len(snapshots(spark, f"{CATALOG}.{scenario.namespace}_direct.{n}")) for n in ("clicks", "alpha")}
+    crashed = run_cli(config, env={faults.ENV: "mid-write:2"})
+    assert crashed.returncode in KILLED, crashed.stderr[-3000:]
+    assert "SIGKILL at mid-write of batch 2" in crashed.stderr
+    after = {n: len(snapshots(spark, f"{CATALOG}.{scenario.namespace}_direct.{n}")) for n in ("clicks", "alpha")}
+    assert after == before, "nothing committed"
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"batch 2 timings: .*direct", resumed.stderr), "the replay took the one-pass job too"
+    run("spark")
+    assert tables("direct") == tables("spark")
+    assert letters(spark, f"{scenario.namespace}_direct") == letters(spark, f"{scenario.namespace}_spark")
+    for name, topic in (("clicks", mixed), ("alpha", inbox)):
+        ends = {tp: end for tp, end in end_offsets(topic).items() if end}  # an empty partition has none
+        assert table_offsets(spark, f"{CATALOG}.{scenario.namespace}_direct.{name}") == ends
+
+    # A lost checkpoint: from the earliest offsets again, nothing is added anywhere.
+    kept = (tables("direct"), letters(spark, f"{scenario.namespace}_direct"))
+    run("direct", **{"job.checkpoint_location": str(tmp_path / "lost"), "kafka.starting_offsets": "earliest"})
+    assert (tables("direct"), letters(spark, f"{scenario.namespace}_direct")) == kept
+
+
+def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    topic = scenario.topic("events")
+    create_topics(topic, partitions=2)
+    # view -> views, purchase -> purchases (upsert by id); cart records are skipped by the rule.
+    rules = [
+        {"topics": topic, "field": "event_type", "values": {"view": ["views"], "purchase": ["purchases"]},
+         "unmatched": "skip"},
+    ]  # fmt: skip
+
+    def run(side: str, **more: Any) -> list[BatchTimings]:
+        settings = {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_avro": SIDES[side],
+            "routing.rules": rules,
+            "tables.per_table": {"purchases": {"mode": "upsert", "key_columns": ["id"]}},
+            **more,
+        }
+        job = Job(spark, scenario.config(**avro_config(scenario, **settings)))
+        seen: list[BatchTimings] = []
+        job.handler.on_timings = seen.append
+        job.run()
+        return seen
+
+    def tables(side: str) -> dict[str, list[tuple[Any, ...]]]:
+        return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in ("views", "purchases")}
+
+    produce(topic, avro_values(topic, SCHEMA, [event(i) for i in range(6)]))
+    for side in SIDES:
+        run(side)
+    # Purchases of keys 2 and 5 again (upserts), new views, carts skipped, poison.
+    produce(topic, [*avro_values(topic, SCHEMA, [event(i, key=i % 6) for i in range(6, 18)]), b"\x00\x00"])
+    timings = {side: run(side) for side in SIDES}
+    assert steps(timings["direct"]) == [(True, False)], "every table in one pass, none through Spark's decoder"
+    assert tables("direct") == tables("spark")
+    assert ids(spark, f"{CATALOG}.{scenario.namespace}_direct.purchases") == [2, 5], "upserted"
+    assert letters(spark, f"{scenario.namespace}_direct") == letters(spark, f"{scenario.namespace}_spark")
+    assert len(letters(spark, f"{scenario.namespace}_direct")) == 1, "the poison, once"
+
+    kept = tables("direct")
+    run("direct", **{"job.checkpoint_location": str(tmp_path / "lost"), "kafka.starting_offsets": "earliest"})
+    assert tables("direct") == kept, "a lost checkpoint adds nothing"
