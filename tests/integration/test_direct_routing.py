@@ -68,19 +68,25 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
         names = ("clicks", "buys", "audit", "alpha", "beta")
         return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in names}
 
-    # Batch 0 creates the tables (Spark's path, on both sides: a new table's columns are its own
-    # records'); alpha and beta of other columns than each other.
+    def schemas(side: str) -> dict[str, Any]:
+        return {n: spark.table(f"{CATALOG}.{scenario.namespace}_{side}.{n}").schema for n in tables(side)}
+
+    # Batch 0 creates the tables, each with the columns of its own records (alpha's and beta's
+    # differ), inferred on the driver from the records the table takes.
     produce(mixed, [{"id": 1, "kind": "click", "n": "a"}, {"id": 2, "kind": "buy", "n": "b", "qty": 1}])
     produce(inbox, [{"id": 1, "target": "alpha", "a": 1}, {"id": 2, "target": "beta", "b": "x"}])
-    for side in SIDES:
-        run(side)
+    assert steps(run("direct")) == [(True, False)], "new tables in one pass"
+    run("spark")
+    assert schemas("direct") == schemas("spark")
 
     # Batch 1: each table's records among others' (of other columns), an update of an upsert
-    # key, records no table takes, and poison.
+    # key, records no table takes, poison, and a click of a new field (clicks is evolved for its
+    # own records' columns, not the others').
     produce(
         mixed,
         [
             {"id": 3, "kind": "click", "n": "c"},
+            {"id": 8, "kind": "click", "n": "h", "extra": True},
             {"id": 2, "kind": "buy", "n": "b2", "qty": 5},  # an update of key 2 of buys
             {"id": 4, "kind": "refund", "why": "late"},  # no value routes it: a dead letter
             {"id": 5},  # no kind: a dead letter
@@ -94,6 +100,7 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
     timings = {side: run(side) for side in SIDES}
     assert steps(timings["direct"]) == [(True, False)], "every table in one pass, none through Spark's decoder"
     assert steps(timings["spark"]) == [(False, True)]
+    assert schemas("direct") == schemas("spark")
     assert tables("direct") == tables("spark")
     assert ids(spark, f"{CATALOG}.{scenario.namespace}_direct.buys") == [2, 6], "key 2 updated in place"
     assert letters(spark, f"{scenario.namespace}_direct") == letters(spark, f"{scenario.namespace}_spark")
@@ -156,8 +163,12 @@ def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
         return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in ("views", "purchases")}
 
     produce(topic, avro_values(topic, SCHEMA, [event(i) for i in range(6)]))
-    for side in SIDES:
-        run(side)
+    assert steps(run("direct")) == [(True, False)], "new tables in one pass"
+    run("spark")
+    for name in ("views", "purchases"):
+        assert spark.table(f"{CATALOG}.{scenario.namespace}_direct.{name}").schema == (
+            spark.table(f"{CATALOG}.{scenario.namespace}_spark.{name}").schema
+        )
     # Purchases of keys 2 and 5 again (upserts), new views, carts skipped, poison.
     produce(topic, [*avro_values(topic, SCHEMA, [event(i, key=i % 6) for i in range(6, 18)]), b"\x00\x00"])
     timings = {side: run(side) for side in SIDES}

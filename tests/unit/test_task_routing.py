@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from icesink.batch.direct_json import routed_values
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.plain_rows import TOMBSTONE, DirectRows
 from icesink.tasks.routing import RouteFilter, routable
@@ -64,3 +65,10 @@ def test_routed_rows_pass_over_other_tables_records_and_tombstones() -> None:
     assert keyed.add(None, ("t", 0, 7), b"1"), "a tombstone has no routing field: passed over"
     assert keyed.take() is None
     assert not keyed.add_all([b'{"id": 1, "kind": "buy"}'], None), "a routed table's records come one at a time"
+
+
+def test_a_new_tables_columns_are_inferred_from_the_records_it_takes_only() -> None:
+    clicks = RouteFilter("kind", frozenset({"click"}))
+    values = [b'{"kind": "click", "n": 1}', b'{"kind": "buy", "qty": 2}', b"not json", None, b'{"kind": "click"}']
+    assert routed_values(values, clicks) == [values[0], values[4]]
+    assert routed_values([*values, b'{"kind": 1.5}'], clicks) == [], "one the tasks cannot route: none"

@@ -114,13 +114,13 @@ def write_once(
         table = made.get(i)
         # Spark's path creates a staged table (or finds it, made meanwhile) as for any new table.
         item = (d.item[0], None, d.item[2]) if d.staged else d.item
-        # A table of field-routed topics is not evolved for its topics' records: other tables' too.
-        again = learn and d.route is None
         if table is not None:
             written.append(_written(ctx, d, table, found.files[i]))
-        elif again and i in found.frames and isinstance(d.decoder, DirectAvro):
+        # An Avro table of field-routed topics is not evolved for the writer schemas of its topics'
+        # records: other tables' too (a JSON one is, for the columns of its own: direct_json.py).
+        elif learn and d.route is None and i in found.frames and isinstance(d.decoder, DirectAvro):
             new.append(Retry(item, found.frames[i]))
-        elif again and _plain_json(d) and not (found.unread or i in found.shared or i in found.too_many):
+        elif learn and _plain_json(d) and not (found.unread or i in found.shared or i in found.too_many):
             new.append(Retry(item))
         else:
             log.info(

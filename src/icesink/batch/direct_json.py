@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.json import JsonDecoder
 from icesink.batch.direct_keys import KeySide, with_key_column
+from icesink.batch.direct_routing import route_values
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
@@ -23,6 +24,8 @@ from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import reader
 from icesink.model import PartitionRange
 from icesink.schema import json_inference
+from icesink.tasks.decode_json import json_object
+from icesink.tasks.routing import RouteFilter
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,13 @@ def _new_table_schema(
     inferred: StructType | None,
 ) -> tuple[StructType | None, bool]:  # fmt: skip
     plain = decoder.envelope is None
+    route = routed_by(targets, item)
+    if route is not None:  # of field-routed topics: the columns of the table's own records, or Spark's path
+        if isinstance(route, str) or not plain or decoder.connect is True:
+            return None, False
+        inferred = inferred if inferred is not None else _inferred_here(ctx, targets, item, route)
+        columns = decoder.plain_columns(inferred, nested=True) if inferred is not None else None
+        return (with_key_column(columns, key) if columns is not None else None), False
     if plain and decoder.connect is not True:
         inferred = inferred if inferred is not None else _inferred_here(ctx, targets, item)
         columns = decoder.plain_columns(inferred, nested=True) if inferred is not None else None
@@ -151,11 +161,21 @@ def _sample_ranges(targets: Targets, item: Item, records: int) -> list[Partition
     ]
 
 
-def _inferred_here(ctx: BatchContext, targets: Targets, item: Item) -> StructType | None:
+def routed_by(targets: Targets, item: Item) -> RouteFilter | str | None:
+    """None for a table of whole topics; else the records it takes of its field-routed topics, or
+    why that cannot be said (batch/direct_routing.py)."""
+    table = item[0].table
+    return None if table in targets.topic_routed else route_values(targets, table)
+
+
+def _inferred_here(
+    ctx: BatchContext, targets: Targets, item: Item, route: RouteFilter | None = None
+) -> StructType | None:
     """A new plain JSON table's columns as Spark would infer them from the same sample, read by
     librdkafka and inferred in this process (schema/json_inference.py): no Spark job. None where
-    that inference is not sure (Spark's sample job says) or librdkafka cannot read the sample."""
-    return _inferred_from(ctx, item, _sample_ranges(targets, item, SAMPLE_RECORDS))
+    that inference is not sure (Spark's sample job says) or librdkafka cannot read the sample.
+    With `route`, of the sample's records the table takes."""
+    return _inferred_from(ctx, item, _sample_ranges(targets, item, SAMPLE_RECORDS), route)
 
 
 # Records of a table's share of the batch the driver reads to infer its columns again (`share_inferred`).
@@ -167,9 +187,10 @@ def share_inferred(ctx: BatchContext, targets: Targets, item: Item) -> StructTyp
     by librdkafka, inferred in this process), or None: the inference is not sure, the share is
     over `SHARE_RECORDS`, or librdkafka cannot read it."""
     ranges = own_ranges(item[0], targets.ranges[item[0].table])
-    if sum(r.records for r in ranges) > SHARE_RECORDS:
+    route = routed_by(targets, item)
+    if sum(r.records for r in ranges) > SHARE_RECORDS or isinstance(route, str):
         return None
-    return _inferred_from(ctx, item, ranges)
+    return _inferred_from(ctx, item, ranges, route)
 
 
 # The driver's reads are of a new table's topics, one after the other: librdkafka fetched the
@@ -178,7 +199,9 @@ def share_inferred(ctx: BatchContext, targets: Targets, item: Item) -> StructTyp
 _DRIVER_READS = {"topic.metadata.refresh.interval.ms": "100"}
 
 
-def _inferred_from(ctx: BatchContext, item: Item, ranges: list[PartitionRange]) -> StructType | None:
+def _inferred_from(
+    ctx: BatchContext, item: Item, ranges: list[PartitionRange], route: RouteFilter | None = None
+) -> StructType | None:  # fmt: skip
     if ctx.librdkafka is None:
         return None
     values: list[bytes | None] = []
@@ -188,4 +211,24 @@ def _inferred_from(ctx: BatchContext, item: Item, ranges: list[PartitionRange]) 
     except reader.RangeReadError as e:
         log.info("table %s: its records are read through Spark's source: %s", item[0].table, e)
         return None
+    if route is not None:
+        taken = routed_values(values, route)
+        if not taken:  # none of the table's, or one the tasks cannot route as Spark does
+            return None
+        values = taken
     return json_inference.inferred(values)
+
+
+def routed_values(values: list[bytes | None], route: RouteFilter) -> list[bytes | None]:
+    """The JSON objects of `values` that `route` takes; none when it cannot tell of one (the
+    tasks would decline the table). Values that are not objects are no table's (the routing pass
+    made dead letters of them, or skipped them)."""
+    taken: list[bytes | None] = []
+    for value in values:
+        found = json_object(value)
+        verdict = route.verdict(found) if found is not None else None
+        if verdict is False:
+            return []
+        if verdict:
+            taken.append(value)
+    return taken

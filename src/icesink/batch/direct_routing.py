@@ -20,8 +20,9 @@ from icesink.model import TableRef
 from icesink.tasks.routing import RouteFilter, routable
 
 
-def route_filter(targets: Targets, table: TableRef, schema: StructType, key_column: str | None) -> RouteFilter | str:
-    """The records the table takes of its field-routed topics, or why its tasks cannot route them."""
+def route_values(targets: Targets, table: TableRef) -> RouteFilter | str:
+    """The field and values the table takes of its field-routed topics' records, or why one field
+    and one set of values cannot say which they are."""
     if table in targets.fixed_tables:
         return "it takes whole topics as well as records routed by a field"
     routes = targets.field_routes.get(table, [])
@@ -30,8 +31,17 @@ def route_filter(targets: Targets, table: TableRef, schema: StructType, key_colu
         return "its topics are routed by rules that differ"
     field = next(iter(rules)).field
     assert field is not None
+    return RouteFilter(field, frozenset(v for _, _, values in routes for v in values))
+
+
+def route_filter(targets: Targets, table: TableRef, schema: StructType, key_column: str | None) -> RouteFilter | str:
+    """The records the table takes of its field-routed topics, or why its tasks cannot route them."""
+    route = route_values(targets, table)
+    if isinstance(route, str):
+        return route
+    field = route.field
     if field not in schema.fieldNames() or field == key_column:
         return f"its routing field {field} is not one of its columns filled from the record's value"
     if not routable(to_arrow_type(schema[field].dataType)):
         return f"its routing field {field} is not a string, an integer or a boolean"
-    return RouteFilter(field, frozenset(v for _, _, values in routes for v in values))
+    return route

@@ -117,12 +117,9 @@ def declined(ctx: BatchContext, plan: TablePlan, reason: str) -> DirectItem | No
 def _decoder_item(
     ctx: BatchContext, targets: Targets, item: Item, inferred: StructType | None = None
 ) -> DirectItem | None:  # fmt: skip
-    plan, table, planned = item
+    plan, _, planned = item
     config = ctx.config
     routed = plan.table not in targets.topic_routed
-    if routed and table is None:
-        return declined(ctx, plan, "it is a new table routed by a record field (routing.rules): Spark's path creates "
-                        "it from its own records")  # fmt: skip
     ok, key = key_side(ctx, planned)
     if not ok:
         return declined(ctx, plan, f"its record keys (decode.key_format {config.decode.key_format.value}) are not "
@@ -179,6 +176,8 @@ def _json_item(
     if not isinstance(decoder, JsonDecoder) or (not shaping.plain and decoder.envelope is not None):
         return None
     if key is not None and key.connect:
+        if item[1] is None and item[0].table not in targets.topic_routed:
+            return None  # a new table's keys are sampled from all of its topics' records: other tables' too
         key = connect_key(ctx, targets, item, key)
         if key is None:
             return None
