@@ -23,6 +23,9 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
                          a tombstone after each delete) into a changelog table by bucket(16, id)
   icesink-debezium-json  the same change events as JsonConverter writes them with its defaults (the
                          schema in every record, precise decimals, Connect JSON keys)
+  icesink-avro-routed, icesink-json-routed
+                         icesink-avro and -json routed by the field event_type into a table per
+                         value (view, cart, purchase: dynamic routing), the tables' rows summed
   seed000                a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None)
                          per row, appended each batch with Spark's Iceberg writer
                          (foreachBatch + writeTo().append())
@@ -83,6 +86,7 @@ from dev.bench.spec import (
     DECODE,
     FRESHNESS_RUNS,
     MEMORY_TRIGGER,
+    ROUTING,
     SMALL_RECORDS,
     SMALL_TRIGGER,
     TABLES,
@@ -172,7 +176,8 @@ def catch_up(s: Bench) -> dict[str, Any]:
         if part not in s.spec.parts:
             continue
         w = WorkerSpec(kind=kind, variant=variant, topic=s.topics[variant], warm_topic=s.topics[f"warm_{variant}"],
-                       tables=TABLES.get(part, {}), decode=DECODE.get(part, {}), **s.base())  # fmt: skip
+                       tables=TABLES.get(part, {}), decode=DECODE.get(part, {}), routing=ROUTING.get(part, []),
+                       **s.base())  # fmt: skip
         if part in COLD:  # a process per run, no warm-up
             w = dataclasses.replace(w, warm_topic="", repeat=1, cold=True)
             measured = merged([measure(f"{part} {i + 1}", w.to_json(), s.log) for i in range(s.spec.repeat)])

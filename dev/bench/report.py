@@ -178,6 +178,9 @@ RATIOS = (
     ("icesink-json-upsert", "icesink-avro", "json_upsert_vs_avro"),
     ("icesink-debezium", "icesink-avro", "debezium_vs_avro"),
     ("icesink-debezium-json", "icesink-avro", "debezium_vs_avro"),
+    ("icesink-avro-routed", "icesink-avro", "routed_vs_avro"),
+    ("icesink-json-routed", "icesink-avro", "routed_vs_avro"),
+    ("icesink-json-routed", "icesink-json", None),
     ("icesink-avro", "seed000", None),
     ("icesink-avro", "kc-sink", "append_vs_kc_sink"),
     ("icesink-avro-days", "kc-sink-days", "append_vs_kc_sink"),
@@ -217,6 +220,8 @@ LABELS = {
     "icesink-json-upsert": "icesink, JSON, upsert by id",
     "icesink-debezium": "icesink, Debezium Avro (keys, tombstones), changelog, bucket(16, id)",
     "icesink-debezium-json": "icesink, Debezium Connect JSON (schemas on, keys, tombstones), changelog, bucket(16, id)",
+    "icesink-avro-routed": "icesink-avro routed by a field (event_type) into a table per value, dynamic routing",
+    "icesink-json-routed": "icesink-json routed by a field (event_type) into a table per value, dynamic routing",
     "seed000": "pandas_udf + AvroDeserializer, Iceberg append",
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",
@@ -288,6 +293,8 @@ def shape_verdicts(thr: dict[str, Any], t: dict[str, Any]) -> list[Verdict]:
             "icesink-debezium-json",
             "debezium_vs_avro",
         ),
+        ("Routed by a field, Avro: icesink-avro-routed / icesink-avro", "icesink-avro-routed", "routed_vs_avro"),
+        ("Routed by a field, JSON: icesink-json-routed / icesink-avro", "icesink-json-routed", "routed_vs_avro"),
     ]
     return [
         ratio_verdict(name, thr, part, "icesink-avro", t.get(key, 0.0)) for name, part, key in shapes if part in thr

@@ -58,6 +58,9 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         raw["decode"].update({"envelope": "debezium", "key_format": "json", "source_columns": ["ts_ms", "lsn"]})
         raw["tables"].update({"mode": "changelog"})
     raw["tables"].update(extra.pop("tables", {}))
+    if extra.get("routing"):
+        raw["routing"] = {"rules": extra.pop("routing")}
+    extra.pop("routing", None)
     raw["decode"].update(extra.pop("decode", {}))
     return parse_config(raw, environ={})
 
@@ -100,7 +103,15 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         ns = f"{spec.tag}_{spec.variant.replace('-', '_')}_{uuid.uuid4().hex[:6]}"  # an identifier
         kafka = {"starting_offsets": spec.starting_offsets} if spec.starting_offsets and not warm else {}
         cfg = icesink_config(
-            tmp, topic, ns, spec.variant, spec.max_per_trigger, kafka=kafka, tables=spec.tables, decode=spec.decode
+            tmp,
+            topic,
+            ns,
+            spec.variant,
+            spec.max_per_trigger,
+            kafka=kafka,
+            tables=spec.tables,
+            decode=spec.decode,
+            routing=spec.routing,
         )
         job = Job(spark, cfg)
         batches: list[dict[str, Any]] = []
@@ -113,11 +124,17 @@ def run_icesink(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         if warm:
             continue
         cold = process_figures() if spec.cold else {}  # before the reads below
-        table = f"{CATALOG}.{ns}.{topic}"
-        rows = spark.sql(f"SELECT count(*) FROM {table}").first()[0]
+        names = [topic]
+        if spec.routing:  # the tables the field named
+            found = [r.tableName for r in spark.sql(f"SHOW TABLES IN {CATALOG}.{ns}").collect()]
+            names = sorted(n for n in found if n != "dead_letters")
+        tables = [f"{CATALOG}.{ns}.{n}" for n in names]
+        rows = sum(spark.sql(f"SELECT count(*) FROM {t}").first()[0] for t in tables)
+        files = [written(spark, t) for t in tables]
         emit(kind="run", seconds=seconds, cpu=cpu, records=spec.records, rows=rows, batches=batches, **cold,
              n_batches=len(batches), spark_jobs=totals(batches, "spark_jobs"),
-             catalog_requests=totals(batches, "catalog_requests"), table=table, **written(spark, table))  # fmt: skip
+             catalog_requests=totals(batches, "catalog_requests"), table=", ".join(tables),
+             **{k: sum(f[k] for f in files) for k in files[0]})  # fmt: skip
 
 
 def process_figures() -> dict[str, float]:

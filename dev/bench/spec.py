@@ -16,7 +16,8 @@ PARTS = (
     "icesink-avro", "icesink-json", "icesink-cdc", "icesink-avro-days", "icesink-avro-nested",
     "icesink-avro-nested-jvm", "icesink-avro-flat", "icesink-avro-flat-jvm", "icesink-json-flat",
     "icesink-json-flat-jvm", "icesink-cdc-bucket",
-    "icesink-json-upsert", "icesink-debezium", "icesink-debezium-json", "seed000", "builtin", "builtin-json",
+    "icesink-json-upsert", "icesink-debezium", "icesink-debezium-json", "icesink-avro-routed", "icesink-json-routed",
+    "seed000", "builtin", "builtin-json",
     "noop", "kc-sink", "kc-sink-days", "kc-sink-json", "icesink-avro-cold", "icesink-avro-days-cold",
     "icesink-json-cold", "freshness", "builtin-freshness", "freshness-debezium", "small", "memory", "sweep",
 )  # fmt: skip
@@ -40,6 +41,8 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-json-upsert": ("icesink", "json"),
     "icesink-debezium": ("icesink", "debezium"),
     "icesink-debezium-json": ("icesink", "debezium-json"),
+    "icesink-avro-routed": ("icesink", "avro"),
+    "icesink-json-routed": ("icesink", "json"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
@@ -68,6 +71,13 @@ TABLES: dict[str, dict[str, Any]] = {
     "icesink-debezium-json": {"partition_by": ["bucket(16, id)"]},
     "icesink-avro-days-cold": {"partition_by": ["days(ts)"]},
     "freshness-debezium": {"partition_by": ["bucket(16, id)"]},
+}
+
+# Parts whose records are routed by a field (routing.rules): a table per event type (view, cart,
+# purchase), named by the field's value (dynamic routing), of the same records as their plain part.
+ROUTING: dict[str, list[dict[str, Any]]] = {
+    part: [{"topics": ".*", "field": "event_type", "dynamic": True}]
+    for part in ("icesink-avro-routed", "icesink-json-routed")
 }
 
 # Parts measured from the process's start, as a user's `spark-submit` runs: each run a worker of its
@@ -116,6 +126,7 @@ class Targets:
     partitioned_cdc_vs_avro: float = 0.7  # icesink-cdc-bucket / icesink-avro records/s (issue 36)
     json_upsert_vs_avro: float = 0.7  # icesink-json-upsert / icesink-avro records/s (issue 36)
     debezium_vs_avro: float = 0.7  # icesink-debezium / icesink-avro records/s (issue 36)
+    routed_vs_avro: float = 0.85  # icesink-*-routed / icesink-avro records/s (issue 36: every shape)
     # Appends (flat, days(ts), JSON) against the Kafka Connect sink on the same topic (issue 36):
     append_vs_kc_sink: float = 1.5  # records/s from the query's start / from the connector's creation
     append_per_cpu_vs_kc_sink: float = 1.0  # records per CPU-second, the same spans
@@ -158,7 +169,8 @@ class RunSpec:
     def variants(self) -> list[Variant]:
         """The topics to pre-load: Avro always (the sweep and the baselines read it)."""
         out: list[Variant] = ["avro"]
-        json_parts = {"icesink-json", "builtin-json", "icesink-json-upsert", "kc-sink-json", "icesink-json-cold"}
+        json_parts = {"icesink-json", "builtin-json", "icesink-json-upsert", "kc-sink-json", "icesink-json-cold",
+                      "icesink-json-routed"}  # fmt: skip
         out += ["json"] if json_parts & set(self.parts) else []
         out += ["cdc"] if {"icesink-cdc", "icesink-cdc-bucket"} & set(self.parts) else []
         out += ["debezium"] if "icesink-debezium" in self.parts else []
@@ -183,6 +195,7 @@ class WorkerSpec:
     variant: Variant = "avro"
     tables: dict[str, Any] = field(default_factory=dict)  # the tables section's settings (TABLES)
     decode: dict[str, Any] = field(default_factory=dict)  # the decode section's settings (DECODE)
+    routing: list[dict[str, Any]] = field(default_factory=list)  # routing.rules (ROUTING): tables by a field
     warm_topic: str = ""
     starting_offsets: str | None = None  # a Kafka startingOffsets JSON (the sweep reads a tail)
     interval: int = 0  # freshness: trigger seconds

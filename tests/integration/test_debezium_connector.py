@@ -20,9 +20,9 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import end_offsets
 from dev.kit.scenario import Scenario
-from icesink.batch.route_rules import route
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.job.query import Job
+from icesink.routing import route
 from tests.support.debezium import delete_connector, pg_exec, pg_query, register_postgres_connector
 from tests.support.spark import snapshots, table_exists
 from tests.support.trino import trino_rows

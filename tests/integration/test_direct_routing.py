@@ -4,6 +4,7 @@ path writes, no record twice after a crash between the files and the commit, nor
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 from pathlib import Path
@@ -38,7 +39,7 @@ def steps(timings: list[BatchTimings]) -> list[tuple[bool, bool]]:
 
 
 def test_json_tables_routed_by_a_field_take_the_one_pass_job(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     mixed, inbox = scenario.topic("mixed"), scenario.topic("inbox")
     create_topics(mixed, inbox, partitions=2)
@@ -97,9 +98,13 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
     produce(
         inbox, [{"id": 3, "target": "beta", "b": "y"}, {"id": 4, "target": "../evil"}, {"id": 5, "target": "Alpha"}]
     )
+    caplog.set_level(logging.INFO, logger="icesink.batch.route_tasks")
+    caplog.clear()
     timings = {side: run(side) for side in SIDES}
     assert steps(timings["direct"]) == [(True, False)], "every table in one pass, none through Spark's decoder"
     assert steps(timings["spark"]) == [(False, True)]
+    routed = "batch 1: 2 field-routed topic(s) routed in the Python tasks (10 record(s), 4 value(s), 4 dead letter(s))"
+    assert routed in caplog.text, "the routing pass too: no Spark decode of the batch"
     assert schemas("direct") == schemas("spark")
     assert tables("direct") == tables("spark")
     assert ids(spark, f"{CATALOG}.{scenario.namespace}_direct.buys") == [2, 6], "key 2 updated in place"

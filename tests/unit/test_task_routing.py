@@ -9,8 +9,12 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from icesink.batch.direct_json import routed_values
+from icesink.config import Unmatched
+from icesink.model import TableRef
+from icesink.routing import Route
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.plain_rows import TOMBSTONE, DirectRows
+from icesink.tasks.route_values import judged
 from icesink.tasks.routing import RouteFilter, routable
 
 KIND = RouteFilter("kind", frozenset({"click", "7", "true"}))
@@ -72,3 +76,50 @@ def test_a_new_tables_columns_are_inferred_from_the_records_it_takes_only() -> N
     values = [b'{"kind": "click", "n": 1}', b'{"kind": "buy", "qty": 2}', b"not json", None, b'{"kind": "click"}']
     assert routed_values(values, clicks) == [values[0], values[4]]
     assert routed_values([*values, b'{"kind": 1.5}'], clicks) == [], "one the tasks cannot route: none"
+
+
+def records(topic: str, values: list[bytes | None]) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict(
+        {"topic": [topic] * n, "partition": [0] * n, "offset": list(range(n)), "value": values}
+    )
+
+
+def test_the_routing_pass_in_the_tasks_words_its_dead_letters_as_sparks_pass() -> None:
+    ns = TableRef("raw", "dead_letters")
+    static = Route(field="kind", values=(("click", (TableRef("raw", "clicks"),)),))
+    dynamic = Route(field="target", dynamic_namespace="raw")
+    skip = Route(field="kind", values=(("click", (TableRef("raw", "clicks"),)),), unmatched=Unmatched.SKIP)
+    found = judged(
+        iter([
+            records("s", [b'{"kind": "click"}', b'{"kind": "refund"}', b'{"id": 1}', b"not json", b'{"kind": 7}']),
+            records("d", [b'{"target": "Alpha"}', b'{"target": "../x"}', b'{"target": "dead_letters"}']),
+            records("k", [b'{"kind": "refund"}', b"[1]", b'{"kind": "click"}']),
+        ]),
+        {"s": static, "d": dynamic, "k": skip},
+        ns,
+    )  # fmt: skip
+    assert dict(found["s"].values) == {"click": 1}
+    assert [(x.offset, x.stage, x.error_class, x.message) for x in found["s"].letters] == [
+        (1, "route", "Unrouted", "field kind = 'refund' matches none of the rule's values"),
+        (2, "route", "Unrouted", "no value in field kind"),
+        (3, "decode", "JsonParseError", "not valid JSON"),
+        (4, "route", "Unrouted", "field kind = '7' matches none of the rule's values"),
+    ]
+    assert dict(found["d"].values) == {"Alpha": 1}
+    assert [(x.error_class, x.message) for x in found["d"].letters] == [
+        ("InvalidTableName", "field target = '../x' is not a valid table name"),
+        ("InvalidTableName", "field target names the dead-letter table raw.dead_letters"),
+    ]
+    assert dict(found["k"].values) == {"click": 1}
+    assert [(x.offset, x.error_class) for x in found["k"].letters] == [(1, "JsonTypeError")], "skip: decode errors only"
+    assert not any(f.unsure for f in found.values())
+
+
+@pytest.mark.parametrize(
+    "value", [None, b"{'kind': 'click'}", b'{"kind": 1.5}', b'{"Kind": "click"}', b'{"schema": {}, "payload": {}}']
+)
+def test_a_record_the_tasks_cannot_judge_as_spark_makes_its_topic_unsure(value: bytes | None) -> None:
+    route = Route(field="kind", values=(("click", (TableRef("raw", "clicks"),)),))
+    found = judged(iter([records("t", [b'{"kind": "click"}', value])]), {"t": route}, TableRef("raw", "dl"))
+    assert found["t"].unsure

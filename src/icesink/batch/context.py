@@ -12,7 +12,6 @@ from pyspark.sql import SparkSession
 
 from icesink.batch.decode import Decoder
 from icesink.batch.decode.build import build_decoder, build_key_decoder
-from icesink.batch.route_rules import Router
 from icesink.batch.seen_schemas import SeenSchemas
 from icesink.config import Config
 from icesink.iceberg.order_bound import OrderBounds
@@ -20,6 +19,7 @@ from icesink.iceberg.tables import IcebergCatalog
 from icesink.kafka import reader
 from icesink.kafka.admin import GroupProgress
 from icesink.model import TableRef
+from icesink.routing import Router
 from icesink.runtime.parallel import TablePool
 from icesink.tasks.storage import StorageSettings
 

@@ -20,6 +20,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_dead_letters
 from icesink.batch.decode import bad_records
 from icesink.batch.decode.records import decode_tables, guess
+from icesink.batch.direct_letters import letter_records
 from icesink.batch.direct_rounds import write_direct
 from icesink.batch.direct_tables import split_direct
 from icesink.batch.new_schemas import second_passes
@@ -27,6 +28,7 @@ from icesink.batch.plan import plan_tables
 from icesink.batch.prepare import ready_tables
 from icesink.batch.ranges import input_ranges
 from icesink.batch.route import route_batch
+from icesink.batch.route_tasks import route_in_tasks
 from icesink.batch.sources import table_sources
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
@@ -204,7 +206,9 @@ class BatchHandler:
         field_routed = any(ctx.router.route(t).field is not None for t in {r.tp.topic for r in ranges})
         if field_routed:  # the routing pass reads the records, then the tables do
             persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))
-        targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref)
+        # Plain JSON topics are routed by the Python tasks (route_tasks.py), the others by Spark's pass.
+        in_tasks = route_in_tasks(ctx, ranges, batch_id) if field_routed else {}
+        targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref, in_tasks)
         persisted.extend(targets.persisted)
         plans = plan_tables(ctx, targets.ranges)
         todo = []
@@ -248,7 +252,8 @@ class BatchHandler:
         lap("write")
         dead = None
         if not refuse:
-            bad = bad_sources(work, written, [*unrouted, *one_pass.letters])
+            letters = {f"(unrouted: {topic})": list(found) for topic, found in targets.unrouted_letters.items()}
+            bad = bad_sources(work, written, [*unrouted, *one_pass.letters, *letter_records(ctx, letters)])
             dead = write_dead_letters(ctx, bad, ranges, batch_id, query_id)
         timings.lap("dead_letters")
         # 5. commit

@@ -1,4 +1,4 @@
-"""Which records of a batch each table takes, by the routing rules (route_rules.Router).
+"""Which records of a batch each table takes, by the routing rules (icesink/routing.py).
 
 Topics routed to fixed tables need nothing per record. Topics routed by a field are decoded once
 to read that field (the decoder's own schema for the batch), and each record goes to the tables
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import reduce
 
@@ -20,12 +20,22 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, Decoder, error
-from icesink.batch.route_rules import Route, Router, dynamic_table
 from icesink.config import UnknownTables, Unmatched
 from icesink.model import PartitionRange, TableRef
+from icesink.routing import Route, Router
+from icesink.tasks.dead_letters import Letter
 
 ROUTE = "__icesink_route"  # the routing field's value, as a string
 ROUTE_ERROR = "__icesink_route_error"  # the record's decode error in the routing pass
+
+
+@dataclass(frozen=True)
+class TopicRouting:
+    """A field-routed topic's routing as the Python tasks found it (batch/route_tasks.py): the
+    values its records hold, and the dead letters of the records no table takes."""
+
+    values: frozenset[str]
+    letters: tuple[Letter, ...]
 
 
 @dataclass
@@ -46,11 +56,16 @@ class Targets:
     # Per table of field-routed topics: each such topic, its route and the field's values the table
     # takes of it (the one-pass job's tasks route by them: batch/direct_routing.py).
     field_routes: dict[TableRef, list[tuple[str, Route, tuple[str, ...]]]] = field(default_factory=dict)
+    # Field-routed topics routed by the values the Python tasks found (batch/route_tasks.py): the
+    # dead letters of their records no table takes, and their records with ROUTE for Spark's path,
+    # built only if a table of theirs takes it (reading the field there is a Spark decode).
+    unrouted_letters: dict[str, tuple[Letter, ...]] = field(default_factory=dict)
+    lazy_routed: list[Callable[[], DataFrame]] = field(default_factory=list)
 
     @functools.cached_property
     def source(self) -> DataFrame:
         """The batch's records, with ROUTE (null for whole topics) and ROUTE_ERROR."""
-        frames = list(self.routed)
+        frames = list(self.routed) + [read() for read in self.lazy_routed]
         if self.fixed:
             fixed = (
                 self.batch.where(F.col("topic").isin(self.fixed))
@@ -78,10 +93,12 @@ def route_batch(
     decoder: Decoder,
     exists: Callable[[TableRef], bool],
     reserved: TableRef,
+    in_tasks: Mapping[str, TopicRouting] | None = None,
 ) -> Targets:
-    """Which records each table takes. `decoder` reads the routing field of field-routed topics;
-    `exists` tells whether a table exists (for `unknown_tables: dead-letter`); no value may route
-    to `reserved`."""
+    """Which records each table takes. `decoder` reads the routing field of field-routed topics
+    but those the Python tasks routed (`in_tasks`: their values and dead letters); `exists` tells
+    whether a table exists (for `unknown_tables: dead-letter`); no value may route to `reserved`."""
+    in_tasks = in_tasks or {}
     by_topic: dict[str, list[PartitionRange]] = defaultdict(list)
     for r in ranges:
         by_topic[r.tp.topic].append(r)
@@ -98,16 +115,24 @@ def route_batch(
     for topic in sorted(set(by_topic) - set(targets.fixed)):
         route = router.route(topic)
         assert route.field is not None
-        routed = read_field(batch.where(F.col("topic") == topic), route.field, decoder).persist()
-        targets.persisted.append(routed)
-        targets.routed.append(routed)
-        taken, refused = _taken(routed, route, exists, reserved)
+        records = batch.where(F.col("topic") == topic)
+        found = in_tasks.get(topic)
+        if found is not None:
+            targets.lazy_routed.append(functools.partial(read_field, records, route.field, decoder))
+            targets.unrouted_letters[topic] = found.letters
+            taken, _ = _taken_values(sorted(found.values), route, exists, reserved)
+        else:
+            routed = read_field(records, route.field, decoder).persist()
+            targets.persisted.append(routed)
+            targets.routed.append(routed)
+            taken, refused = _taken(routed, route, exists, reserved)
         for ref, vs in taken.items():
             by_field[ref].append((F.col("topic") == topic) & F.col(ROUTE).isin(vs))
             field_routes[ref].append((topic, route, tuple(vs)))
             table_ranges[ref].extend(by_topic[topic])
-        accepted = sorted({v for vs in taken.values() for v in vs})
-        targets.unrouted.append((topic, _unrouted(routed, route, accepted, refused)))
+        if found is None:
+            accepted = sorted({v for vs in taken.values() for v in vs})
+            targets.unrouted.append((topic, _unrouted(routed, route, accepted, refused)))
     targets.ranges = dict(table_ranges)
     targets.fixed_tables = dict(fixed_tables)
     targets.field_conditions = dict(by_field)
@@ -132,6 +157,13 @@ def _taken(
     """The routing field's values (of the records that decoded) each table takes, and why the
     others go nowhere: value -> (error class, message). One small collect."""
     values = [r[0] for r in routed.where(F.col(ROUTE_ERROR).isNull()).select(ROUTE).distinct().collect()]
+    return _taken_values(values, route, exists, reserved)
+
+
+def _taken_values(
+    values: Sequence[str | None], route: Route, exists: Callable[[TableRef], bool], reserved: TableRef
+) -> tuple[dict[TableRef, list[str]], dict[str, tuple[str, str]]]:
+    """`_taken` of the values found."""
     taken: dict[TableRef, list[str]] = defaultdict(list)
     refused: dict[str, tuple[str, str]] = {}
     for v in values:
@@ -149,21 +181,13 @@ def _targets(
     route: Route, value: str, exists: Callable[[TableRef], bool], reserved: TableRef
 ) -> list[tuple[TableRef | None, tuple[str, str] | None]]:
     """(table, None) for each table a value routes to, or (None, (error class, message)) if none."""
-    if not route.dynamic:
-        refs = route.static_targets(value)
-        if refs:
-            return [(ref, None) for ref in refs]
-        return [(None, ("Unrouted", f"field {route.field} = {value!r} matches none of the rule's values"))]
-    name = dynamic_table(value)
-    assert route.dynamic_namespace is not None
-    if name is None:
-        return [(None, ("InvalidTableName", f"field {route.field} = {value!r} is not a valid table name"))]
-    ref = TableRef(route.dynamic_namespace, name)
-    if ref == reserved:
-        return [(None, ("InvalidTableName", f"field {route.field} names the dead-letter table {ref}"))]
-    if route.unknown_tables is UnknownTables.DEAD_LETTER and not exists(ref):
-        return [(None, ("UnknownTable", f"table {ref} does not exist (routing unknown_tables: dead-letter)"))]
-    return [(ref, None)]
+    found = route.targets(value, reserved)
+    if isinstance(found[0], str):
+        return [(None, (found[0], str(found[1])))]
+    refs = [ref for ref in found if isinstance(ref, TableRef)]
+    if route.dynamic and route.unknown_tables is UnknownTables.DEAD_LETTER and not exists(refs[0]):
+        return [(None, ("UnknownTable", f"table {refs[0]} does not exist (routing unknown_tables: dead-letter)"))]
+    return [(ref, None) for ref in refs]
 
 
 def _unrouted(routed: DataFrame, route: Route, accepted: list[str], refused: dict[str, tuple[str, str]]) -> DataFrame:
@@ -172,7 +196,7 @@ def _unrouted(routed: DataFrame, route: Route, accepted: list[str], refused: dic
     value = F.col(ROUTE)
     reason = F.when(F.col(ROUTE_ERROR).isNotNull(), F.col(ROUTE_ERROR))
     if route.unmatched is Unmatched.DEAD_LETTER:
-        reason = reason.when(value.isNull(), error("route", "Unrouted", f"no value in field {route.field}"))
+        reason = reason.when(value.isNull(), error("route", *route.no_value))
         for v, (cls, message) in refused.items():
             reason = reason.when(value == v, error("route", cls, message))
         kept = F.col(ROUTE_ERROR).isNotNull() | value.isNull() | ~value.isin(accepted)

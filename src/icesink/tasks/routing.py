@@ -11,7 +11,7 @@ Pure: no Spark.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,6 +37,14 @@ class RouteFilter:
     def verdict(self, found: dict[str, Any]) -> bool | None:
         """A JSON object's: True when the table takes it, None when it is another table's (or no
         table's), False when the task cannot tell as Spark would (the table is declined)."""
+        spelled = self.spelled(found)
+        if spelled is False or spelled is None:
+            return spelled
+        return True if spelled in self.values else None
+
+    def spelled(self, found: dict[str, Any]) -> str | Literal[False] | None:
+        """A JSON object's value of the field as Spark's cast spells it; None when it has none
+        (missing or null), False when the task cannot tell as Spark would."""
         if self.field not in found:
             folded = self.field.lower()
             # Spark resolves the field ignoring case: another spelling is not one to guess at.
@@ -45,9 +53,7 @@ class RouteFilter:
         if value is None:
             return None
         spelled = _spelled(value)
-        if spelled is None:
-            return False
-        return True if spelled in self.values else None
+        return False if spelled is None else spelled
 
     def mask(self, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         """Which decoded rows the table takes (`column`: the routing column, of a `routable` type)."""

@@ -79,6 +79,26 @@ class Route:
     def static_targets(self, value: str | None) -> tuple[TableRef, ...]:
         return dict(self.values).get(value, ()) if value is not None else ()
 
+    def targets(self, value: str, reserved: TableRef) -> tuple[TableRef, ...] | tuple[str, str]:
+        """The tables the field's value routes a record to, or why none takes it: (error class,
+        message). Whether a dynamic table exists (`unknown_tables`) is the caller's to ask."""
+        if not self.dynamic:
+            refs = self.static_targets(value)
+            return refs if refs else ("Unrouted", f"field {self.field} = {value!r} matches none of the rule's values")
+        name = dynamic_table(value)
+        assert self.dynamic_namespace is not None
+        if name is None:
+            return ("InvalidTableName", f"field {self.field} = {value!r} is not a valid table name")
+        ref = TableRef(self.dynamic_namespace, name)
+        if ref == reserved:
+            return ("InvalidTableName", f"field {self.field} names the dead-letter table {ref}")
+        return (ref,)
+
+    @property
+    def no_value(self) -> tuple[str, str]:
+        """Why a record without the field's value goes to no table."""
+        return ("Unrouted", f"no value in field {self.field}")
+
 
 class Router:
     """Topic -> Route by the config's rules (the first match wins); pure and cached."""

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from icesink.batch.route_rules import Router, dynamic_table, route, strip_daily_suffix, table_name_for
 from icesink.config import RouteRule
 from icesink.errors import RoutingError
 from icesink.model import TableRef
+from icesink.routing import Router, dynamic_table, route, strip_daily_suffix, table_name_for
 
 
 @pytest.mark.parametrize(
