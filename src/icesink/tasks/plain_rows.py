@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, check, checked_array, json_object
 from icesink.tasks.json_shape import JsonShape
-from icesink.tasks.routing import RouteFilter
+from icesink.tasks.routing import RouteFilter, json_object_once
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ class DirectRows(CarriedRows):
             self._rows.append(self._nothing)
             tombstone = True
         else:
-            found = json_object(value)
+            found = json_object(value) if self._route is None else json_object_once(value)
             if found is not None and self._route is not None:
                 verdict = self._route.verdict(found)
                 if verdict is not True:

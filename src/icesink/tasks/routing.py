@@ -16,6 +16,8 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icesink.tasks.decode_json import json_object
+
 # The Arrow types of a routing column whose values the tasks spell as Spark's cast does.
 _SPELLED = (pa.types.is_string, pa.types.is_large_string, pa.types.is_integer, pa.types.is_boolean)
 _LONG = 1 << 63
@@ -71,3 +73,19 @@ def _spelled(value: Any) -> str | None:
     if type(value) is int and -_LONG <= value < _LONG:
         return str(value)
     return None
+
+
+# The last record parsed for a table of field-routed topics, and its object: the task hands each
+# record to every table of its topic in turn, and each looks at it whole (the JSON object is only
+# read, never changed).
+_last: tuple[bytes | None, dict[str, Any] | None] = (None, None)
+
+
+def json_object_once(value: bytes | None) -> dict[str, Any] | None:
+    """`decode_json.json_object`, parsed once for all the tables that look at the same record."""
+    global _last
+    if value is not None and value is _last[0]:
+        return _last[1]
+    found = json_object(value)
+    _last = (value, found)
+    return found
