@@ -139,7 +139,7 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
 
 
 def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
-    spark: SparkSession, scenario: Scenario, tmp_path: Path
+    spark: SparkSession, scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     topic = scenario.topic("events")
     create_topics(topic, partitions=2)
@@ -168,7 +168,10 @@ def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
         return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in ("views", "purchases")}
 
     produce(topic, avro_values(topic, SCHEMA, [event(i) for i in range(6)]))
+    caplog.set_level(logging.INFO, logger="icesink.batch.route_tasks")
     assert steps(run("direct")) == [(True, False)], "new tables in one pass"
+    routed = "batch 0: 1 field-routed topic(s) routed in the Python tasks (6 record(s), 2 value(s), 0 dead letter(s))"
+    assert routed in caplog.text, "the routing pass too (carts skipped, as the rule says)"
     run("spark")
     for name in ("views", "purchases"):
         assert spark.table(f"{CATALOG}.{scenario.namespace}_direct.{name}").schema == (
@@ -176,8 +179,12 @@ def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
         )
     # Purchases of keys 2 and 5 again (upserts), new views, carts skipped, poison.
     produce(topic, [*avro_values(topic, SCHEMA, [event(i, key=i % 6) for i in range(6, 18)]), b"\x00\x00"])
+    caplog.clear()
     timings = {side: run(side) for side in SIDES}
     assert steps(timings["direct"]) == [(True, False)], "every table in one pass, none through Spark's decoder"
+    assert f"batch 1: topic(s) {topic}: a record the routing pass in the Python tasks cannot judge" in caplog.text, (
+        "the poison is routed (dead-lettered) by Spark's pass"
+    )
     assert tables("direct") == tables("spark")
     assert ids(spark, f"{CATALOG}.{scenario.namespace}_direct.purchases") == [2, 5], "upserted"
     assert letters(spark, f"{scenario.namespace}_direct") == letters(spark, f"{scenario.namespace}_spark")

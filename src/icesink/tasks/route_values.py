@@ -1,13 +1,15 @@
-"""The routing pass of field-routed plain JSON topics in Python tasks (batch/route_tasks.py): each
-task reads its share of the topics' records with librdkafka and returns, per topic, the field's
-values it met (and how many records held each), and the dead letters of the records no table takes:
-a value that is not JSON beyond doubt (tasks/dead_letters.json_problem), a record without the
+"""The routing pass of field-routed topics in Python tasks (batch/route_tasks.py): each task reads
+its share of the topics' records with librdkafka and returns, per topic, the field's values it met
+(and how many records held each), and the dead letters of the records no table takes: a plain JSON
+value that is not JSON beyond doubt (tasks/dead_letters.json_problem), a record without the
 field's value, or a value the rule refuses (icesink/routing.py), each worded as Spark's routing
-pass words it (batch/route.py).
+pass words it (batch/route.py). Avro records are decoded with the writer schemas the topic was
+planned with (tasks/decode_avro.py).
 
 A topic where a task meets a record it cannot judge as Spark's decoder would (a null value, text
-Spark's lenient parser may read, a value it would spell otherwise: tasks/routing.py) is reported
-unsure, and the driver routes that topic with Spark's pass instead.
+Spark's lenient parser may read, a value it would spell otherwise: tasks/routing.py; an Avro
+record of another writer schema, or one that does not decode) is reported unsure, and the driver
+routes that topic with Spark's pass instead.
 """
 
 from __future__ import annotations
@@ -19,14 +21,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from icesink.config import Unmatched
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TableRef
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter, json_problem
+from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_json import json_object
 from icesink.tasks.routing import RouteFilter
+from icesink.tasks.table_out import NAMED
+from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +62,10 @@ class _Judge:
         self._letters = route.unmatched is Unmatched.DEAD_LETTER
         self._refused: dict[str, tuple[str, str] | None] = {}
         self.found = TopicValues(Counter(), [])
+        self._avro: AvroRows | None = None
 
     def record(self, partition: int, offset: int, value: bytes | None) -> None:
+        """A plain JSON record."""
         found = json_object(value) if value is not None else None
         if found is None:
             why = json_problem(value) if value is not None else None
@@ -70,14 +78,50 @@ class _Judge:
         spelled = False if "schema" in found and "payload" in found else self._field.spelled(found)
         if spelled is False:
             self.found.unsure = True
-        elif spelled is None:
-            self._letter(partition, offset, self._route.no_value)
         else:
-            refused = self._refusal(spelled)
+            self._routed(partition, offset, spelled)
+
+    def avro(self, batch: pa.RecordBatch, topic: AvroTopic) -> None:
+        """A batch of Avro records, decoded with the writer schemas the topic was planned with
+        (any other record, or one that does not decode: Spark's pass judges the topic)."""
+        if self._avro is None:
+            self._avro = AvroRows(topic.direct, topic.schema)
+        carry = pa.table({"partition": batch.column("partition"), "offset": batch.column("offset")})
+        named = batch.column(NAMED) if NAMED in batch.schema.names else None
+        try:
+            rows = self._avro.decode(batch.column("value"), named, carry)
+        except (pa.ArrowException, UnicodeError, OverflowError, ValueError):
+            rows = None
+        if rows is None:
+            self.found.unsure = True
+            return
+        column = rows.column(self._field.field)
+        spelled = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
+        for value, count in zip(*pc.value_counts(spelled.drop_null()).flatten(), strict=True):
+            refused = self._refusal(value.as_py())
             if refused is None:
-                self.found.values[spelled] += 1
-            else:
-                self._letter(partition, offset, refused)
+                self.found.values[value.as_py()] += count.as_py()
+            elif self._letters:
+                self._all(rows.filter(pc.equal(spelled, value)), refused)
+        if spelled.null_count and self._letters:
+            self._all(rows.filter(pc.is_null(spelled)), self._route.no_value)
+
+    def _all(self, rows: pa.Table, why: tuple[str, str]) -> None:
+        for partition, offset in zip(
+            rows.column("partition").to_pylist(), rows.column("offset").to_pylist(), strict=True
+        ):
+            self._letter(partition, offset, why)
+
+    def _routed(self, partition: int, offset: int, spelled: str | None) -> None:
+        """A record whose field holds `spelled` (None: no value)."""
+        if spelled is None:
+            self._letter(partition, offset, self._route.no_value)
+            return
+        refused = self._refusal(spelled)
+        if refused is None:
+            self.found.values[spelled] += 1
+        else:
+            self._letter(partition, offset, refused)
 
     def _refusal(self, value: str) -> tuple[str, str] | None:
         if value not in self._refused:
@@ -90,34 +134,60 @@ class _Judge:
             self.found.letters.append(Letter(self._topic, partition, offset, "route", *why))
 
 
+@dataclass(frozen=True)
+class AvroTopic:
+    """How the routing pass decodes a field-routed Avro topic's records: the writer schemas it was
+    planned with, and their merged rows' Arrow schema (batch/route_tasks.py)."""
+
+    direct: DirectAvro
+    schema: pa.Schema
+
+
 def judged(
-    batches: Iterator[pa.RecordBatch], routes: Mapping[str, Route], reserved: TableRef
+    batches: Iterator[pa.RecordBatch], routes: Mapping[str, Route], reserved: TableRef,
+    avro: Mapping[str, AvroTopic] | None = None,
 ) -> dict[str, TopicValues]:  # fmt: skip
     """Each topic's values, letters and whether it is unsure, from records (topic, partition,
-    offset, value)."""
+    offset, value; for Avro, whether a header names the schema). `avro`: how each topic's Avro
+    records decode (else they are plain JSON)."""
     judges: dict[str, _Judge] = {}
+
+    def judge(topic: str) -> _Judge:
+        if topic not in judges:
+            judges[topic] = _Judge(topic, routes[topic], reserved)
+        return judges[topic]
+
     for batch in batches:
+        if avro:
+            for topic in pc.unique(batch.column("topic")).to_pylist():
+                mine = judge(topic)
+                if not mine.found.unsure:
+                    mine.avro(batch.filter(pc.equal(batch.column("topic"), topic)), avro[topic])
+            continue
         columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
         for topic, partition, offset, value in zip(*columns, strict=True):
-            judge = judges.get(topic)
-            if judge is None:
-                judge = judges[topic] = _Judge(topic, routes[topic], reserved)
-            if not judge.found.unsure:
-                judge.record(partition, offset, value)
-    return {topic: judge.found for topic, judge in judges.items()}
+            mine = judge(topic)
+            if not mine.found.unsure:
+                mine.record(partition, offset, value)
+    return {topic: j.found for topic, j in judges.items()}
 
 
 def route_fn(  # type: ignore[no-untyped-def]
-    routes: Mapping[str, Route], reserved: TableRef, shares: list[list[PartitionRange]], settings: dict[str, Any]
+    routes: Mapping[str, Route], reserved: TableRef, shares: list[list[PartitionRange]], settings: dict[str, Any],
+    avro: Mapping[str, AvroTopic] | None = None, header: str | None = None,
 ):  # fmt: skip
     """The function handed to DataFrame.mapInArrow: a task's share indexes in, `ROUTE_DDL` rows out.
-    A share librdkafka does not read to its end makes every topic unsure."""
+    A share librdkafka does not read to its end makes every topic unsure. `header`: the header
+    that names an Avro record's schema."""
 
     def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        keep_zip_directories()
+        freeze_imports()
         mine = [i for b in tasks for i in b.column("id").to_pylist()]
         kafka = reader.RangeReader(settings)
         try:
-            found = judged((b for i in mine for b in kafka.batches(shares[i])), routes, reserved)
+            records = (b for i in mine for b in kafka.batches(shares[i], header, NAMED))
+            found = judged(records, routes, reserved, avro)
         except reader.RangeReadError as e:
             log.warning("the routing pass could not read its records with librdkafka: %s", e)
             found = {topic: TopicValues(Counter(), [], unsure=True) for topic in routes}
