@@ -34,6 +34,8 @@ KIND = RouteFilter("kind", frozenset({"click", "7", "true"}))
         ({"kind": [1]}, False),
         ({"Kind": "click"}, False),  # Spark resolves the field ignoring case
         ({"kind": 1 << 63}, False),  # beyond a long: Spark infers a decimal
+        ({"kind": "\ud800"}, False),  # a lone surrogate: no string Arrow holds
+        ({"kind": "cl\u00efck"}, None),
     ],
 )
 def test_a_json_objects_verdict(found: dict[str, object], verdict: bool | None) -> None:

@@ -64,10 +64,19 @@ class RouteFilter:
         return pc.fill_null(taken, False)
 
 
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _spelled(value: Any) -> str | None:
     """A JSON value as Spark's cast to string spells it, or None when it might not."""
     if type(value) is str:
-        return value
+        # A lone surrogate (Python's reader takes it) is no string Arrow, or Spark, holds.
+        return value if value.isascii() or _utf8(value) else None
     if type(value) is bool:
         return "true" if value else "false"
     if type(value) is int and -_LONG <= value < _LONG:
