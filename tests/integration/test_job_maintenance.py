@@ -17,7 +17,7 @@ from dev.kit.scenario import Scenario
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.runtime import faults
 from tests.support.cli import finish, pause_env, paused, run_cli, start_cli, tail, while_running
-from tests.support.metrics import free_port, scrape
+from tests.support.metrics import free_port, scraped_into
 from tests.support.spark import snapshots, table_offsets
 from tests.support.values import cdc_config, records, table_state
 from tests.support.wait import wait_until
@@ -130,11 +130,7 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     seen: dict[str, float] = {}
 
     def maintained() -> bool:
-        try:
-            seen.update(scrape(port))
-        except OSError:
-            return False  # the UI is not up yet
-        return seen.get("maintenance_runs_Count", 0) >= 1
+        return scraped_into(port, seen) and seen.get("maintenance_runs_Count", 0) >= 1
 
     wait_until(while_running(job, log, caught_up), 300, lambda: f"all changes:\n{tail(log)}")
     wait_until(while_running(job, log, maintained), 180, lambda: f"a maintenance run counted ({seen}):\n{tail(log)}")

@@ -14,7 +14,7 @@ from dev.kit.kafka import create_topics
 from dev.kit.oracle import JSON_POISON, Ledger
 from dev.kit.scenario import Scenario
 from tests.support.cli import finish, start_cli, tail, while_running
-from tests.support.metrics import free_port, scrape
+from tests.support.metrics import free_port, scraped_into
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.slow
@@ -43,11 +43,8 @@ def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(
     seen: dict[str, float] = {}
 
     def served() -> bool:
-        try:
-            seen.update(scrape(port))
-        except OSError:
-            return False  # the UI is not up yet
-        return seen.get("dead_letters_Count") == 2 and "lag_" + f"{topic}_0_Value".replace(".", "_") in seen
+        lag = "lag_" + f"{topic}_0_Value".replace(".", "_")
+        return scraped_into(port, seen) and seen.get("dead_letters_Count") == 2 and lag in seen
 
     try:
         wait_until(while_running(job, log, served), 300, lambda: f"the metrics on port {port} ({seen}):\n{tail(log)}")

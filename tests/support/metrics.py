@@ -23,3 +23,13 @@ def scrape(port: int) -> dict[str, float]:
         if m:
             out[m.group(1)] = float(m.group(2))
     return out
+
+
+def scraped_into(port: int, seen: dict[str, float]) -> bool:
+    """Whether the endpoint answered (False while the driver's UI is not up yet); what it served
+    goes into `seen`."""
+    try:
+        seen.update(scrape(port))
+    except OSError:
+        return False
+    return True

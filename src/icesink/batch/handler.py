@@ -206,7 +206,7 @@ class BatchHandler:
         field_routed = any(ctx.router.route(t).field is not None for t in {r.tp.topic for r in ranges})
         if field_routed:  # the routing pass reads the records, then the tables do
             persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))
-        # Plain JSON topics are routed by the Python tasks (route_tasks.py), the others by Spark's pass.
+        # Plain JSON and Avro topics are routed by the Python tasks (route_tasks.py), the others by Spark's pass.
         in_tasks = route_in_tasks(ctx, ranges, batch_id) if field_routed else {}
         targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref, in_tasks)
         persisted.extend(targets.persisted)

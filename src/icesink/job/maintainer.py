@@ -54,6 +54,7 @@ class Maintainer:
         self._running = running  # whether the job's query still runs
         self._config = config
         self._skip = skip  # the dead-letter table: an append log nobody reads by key
+        self._which: dict[TableRef, bool] = {}  # whether the job maintains a table (`_maintained`)
         self._expire_after = maintenance.parse_age(config.maintenance.expire_after)
         self._health: dict[TableRef, TableHealth] = {}
         self._newest: dict[TableRef, CommitResult] = {}  # commits not yet looked at, newest per table
@@ -65,9 +66,12 @@ class Maintainer:
         self.on_run: Callable[[MaintenanceRun], None] | None = None
 
     def _maintained(self, ref: TableRef) -> bool:
-        if ref == self._skip:
-            return False
-        return maintained(self._config.tables.settings_for(ref.name), self._config.maintenance.tables)
+        # Asked for each table of each batch: a table's settings do not change while the job runs.
+        found = self._which.get(ref)
+        if found is None:
+            settings = self._config.tables.settings_for(ref.name)
+            found = self._which[ref] = ref != self._skip and maintained(settings, self._config.maintenance.tables)
+        return found
 
     def committed(self, results: Sequence[CommitResult]) -> None:
         """A batch's commits (on the batch's thread: no catalog or Spark call here)."""
