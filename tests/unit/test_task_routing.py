@@ -125,3 +125,26 @@ def test_a_record_the_tasks_cannot_judge_as_spark_makes_its_topic_unsure(value: 
     route = Route(field="kind", values=(("click", (TableRef("raw", "clicks"),)),))
     found = judged(iter([records("t", [b'{"kind": "click"}', value])]), {"t": route}, TableRef("raw", "dl"))
     assert found["t"].unsure
+
+
+def test_a_tables_route_in_the_one_pass_job_is_one_field_and_the_values_of_all_its_topics() -> None:
+    from pyspark.sql.types import DoubleType
+
+    from icesink.batch.direct_routing import route_filter
+    from icesink.batch.route import Targets
+
+    clicks, audit = TableRef("raw", "clicks"), TableRef("raw", "audit")
+    rule = Route(field="kind", values=(("click", (clicks,)), ("tap", (clicks,)), ("buy", (audit,))))
+    other = Route(field="type", values=(("click", (clicks,)),))
+    schema = StructType([StructField("id", LongType()), StructField("kind", StringType())])
+    targets = Targets(batch=None)  # type: ignore[arg-type]  # no Spark plan is built here
+    targets.field_routes = {clicks: [("e.20240101", rule, ("click",)), ("e.20240102", rule, ("click", "tap"))]}
+    assert route_filter(targets, clicks, schema, None) == RouteFilter("kind", frozenset({"click", "tap"}))
+    assert "filled from the record's value" in str(route_filter(targets, clicks, schema, "kind"))
+    doubles = StructType([StructField("kind", DoubleType())])
+    assert "not a string, an integer or a boolean" in str(route_filter(targets, clicks, doubles, None))
+    targets.field_routes[clicks].append(("f", other, ("click",)))
+    assert route_filter(targets, clicks, schema, None) == "its topics are routed by rules that differ"
+    targets.fixed_tables = {audit: ["orders"]}
+    targets.field_routes[audit] = [("e.20240101", rule, ("buy",))]
+    assert route_filter(targets, audit, schema, None) == "it takes whole topics as well as records routed by a field"
