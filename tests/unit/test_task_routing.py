@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
 from icesink.batch.direct_json import routed_values
+from icesink.batch.direct_routing import route_filter
+from icesink.batch.route import Targets
 from icesink.config import Unmatched
 from icesink.model import TableRef
 from icesink.routing import Route
@@ -128,11 +130,6 @@ def test_a_record_the_tasks_cannot_judge_as_spark_makes_its_topic_unsure(value: 
 
 
 def test_a_tables_route_in_the_one_pass_job_is_one_field_and_the_values_of_all_its_topics() -> None:
-    from pyspark.sql.types import DoubleType
-
-    from icesink.batch.direct_routing import route_filter
-    from icesink.batch.route import Targets
-
     clicks, audit = TableRef("raw", "clicks"), TableRef("raw", "audit")
     rule = Route(field="kind", values=(("click", (clicks,)), ("tap", (clicks,)), ("buy", (audit,))))
     other = Route(field="type", values=(("click", (clicks,)),))
