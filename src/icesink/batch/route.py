@@ -4,7 +4,10 @@ Topics routed to fixed tables need nothing per record. Topics routed by a field 
 to read that field (the decoder's own schema for the batch), and each record goes to the tables
 its value names: static values, or the value itself as a table name (dynamic). A record no table
 takes is a dead letter (stage `route`), or skipped if the rule says so; a record that does not
-decode is always a dead letter. Spark expressions plus one small collect per field-routed topic.
+decode is always a dead letter. The values a topic's records hold come from the Python tasks'
+routing pass where they can judge the records (batch/route_tasks.py: one Spark job for all such
+topics, their dead letters from the tasks too), else from Spark's decoder here (Spark expressions
+plus one small collect per field-routed topic).
 """
 
 from __future__ import annotations
