@@ -1,7 +1,8 @@
 """Which tables the one-pass job (batch/direct.py) takes in a batch, and with which decoder: a
 table whose records its tasks decode exactly as Spark's path would, or none.
 
-Tables routed by topic, partitioned or not (the tasks compute the partition values of the table's
+Tables routed by topic or by a record field (batch/direct_routing.py: plain JSON or Avro records,
+no envelope), partitioned or not (the tasks compute the partition values of the table's
 current spec, tasks/partition_values.py), append, upsert or changelog (batch/direct_changes.py: each task
 reads whole topic-partitions and writes each key's last change of them, and the driver checks that
 no key was written by two tasks, tasks/change_rows.py), with no record key column, or one the
