@@ -158,11 +158,16 @@ def test_json_changes_in_one_pass_match_sparks_path_and_a_replay(
     """A JSON changelog table keyed from the value, partitioned by bucket(3, id), new in batch 0:
     written in one pass (each task the last change per key of its topic-partitions, the records'
     coordinates carried through the JSON decoder) and through Spark's path, equal to each other and
-    to the oracle; a replay from the earliest offsets applies only what the table lacks."""
+    to the oracle; records that are not JSON objects among them are the same dead letters on both
+    sides, and the table stays on the one path; a replay from the earliest offsets applies only
+    what the table lacks."""
     topic = scenario.topic("wallets")
     create_topics(topic, partitions=3)
     changes = list(random_changes(3_000, 300, 3, seed=31, tombstones=False))
-    produce_keyed(topic, [(None, c.kafka_value(), c.partition) for c in changes])
+    half = len(changes) // 2
+    produce_keyed(topic, [(None, c.kafka_value(), c.partition) for c in changes[:half]])
+    produce_keyed(topic, [(None, b"not json", 0), (None, b"[1, 2]", 1), (None, b"", 2), (None, b"42", 0)])
+    produce_keyed(topic, [(None, c.kafka_value(), c.partition) for c in changes[half:]])
     sides = {"direct": True, "spark": False}
 
     def run(side: str, **more: Any) -> list[BatchTimings]:
@@ -188,7 +193,12 @@ def test_json_changes_in_one_pass_match_sparks_path_and_a_replay(
         return seen
 
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_wallets" for side in sides}
-    both_sides_equal(spark, {side: run(side) for side in sides}, tables, oracle(changes), topic)
+    timings = {side: run(side) for side in sides}
+    both_sides_equal(spark, timings, tables, oracle(changes), topic)
+    assert all(one_pass(t) for t in timings["direct"]), "the bad records did not send the table Spark's way"
+    found = {side: letters(spark, f"{scenario.namespace}_{side}") for side in sides}
+    assert found["direct"] == found["spark"]
+    assert sorted(r[2] for r in found["direct"]) == ["EmptyValue", "JsonParseError", "JsonTypeError", "JsonTypeError"]
     assert {s["operation"] for s in snapshots(spark, tables["direct"])} == {"overwrite"}, "RowDelta commits"
 
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(600, 300, 3, seed=32)]

@@ -216,11 +216,9 @@ def _direct_table(
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
     fields = tuple(ctx.catalog.partition_fields(table))
-    # The tasks judge records of Avro tables and of plain JSON append tables, and only where bad
-    # records become dead letters.
-    judged = isinstance(d.decoder, DirectAvro) or (
-        d.changes is None and not isinstance(d.decoder, DirectConnect | PlainEnvelope)
-    )
+    # The tasks judge records of Avro tables and of plain JSON tables (not change events, not
+    # Connect JSON), and only where bad records become dead letters.
+    judged = isinstance(d.decoder, DirectAvro) or not isinstance(d.decoder, DirectConnect | PlainEnvelope)
     letters = judged and ctx.config.decode.on_error is not ErrorPolicy.FAIL
     task = WriteTask(
         table=str(plan.table),

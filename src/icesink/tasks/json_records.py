@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
-from icesink.tasks.table_out import ORDER, TableOut
+from icesink.tasks.table_out import ORDER, REFUSED, TableOut
 
 
 def json_records(
@@ -40,18 +40,41 @@ def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> N
     table of changes gets the batch's coordinates as its columns, a keyed table its keys."""
     assert out.rows is not None
     table = out.table
+    values = batch.column("value").to_pylist()
     if table.changes is not None or table.key_column is not None:
         coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
         keys = batch.column("key").to_pylist() if table.key_column is not None else None
-        if not out.rows.add_all(batch.column("value").to_pylist(), coordinates, keys):
+        if out.rows.add_all(values, coordinates, keys):
+            return
+        if not table.letters:
             decline(i)
+            return
+        # A record the rows did not take (none of the batch was): the batch a record at a time,
+        # its dead letters made, between flushes (the rows never hold both kinds of coordinates).
+        _one_at_a_time(batch, values, keys, out, i, decline)
         return
     add = out.rows.add
-    for row, value in enumerate(batch.column("value").to_pylist()):
+    for row, value in enumerate(values):
         if not add(value):
             topic, partition, offset = (batch.column(n)[row].as_py() for n in ("topic", "partition", "offset"))
             if not _not_taken(out, i, value, (topic, partition, offset), decline):
                 return
+
+
+def _one_at_a_time(
+    batch: pa.RecordBatch, values: list[bytes | None], keys: list[bytes | None] | None, out: TableOut, i: int,
+    decline: Any,
+) -> None:  # fmt: skip
+    try:
+        out.flush()
+        coordinates = zip(*(batch.column(n).to_pylist() for n in ORDER), strict=True)
+        for at, value, key in zip(coordinates, values, keys or [None] * len(values), strict=True):
+            assert out.rows is not None
+            if not out.rows.add(value, at, key) and not _not_taken(out, i, value, at, decline):
+                return
+        out.flush()
+    except REFUSED:
+        decline(i)
 
 
 def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, int], decline: Any) -> bool:
@@ -62,7 +85,8 @@ def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, i
     skipped it as its rule says (batch/route.py)."""
     why = None
     if out.table.letters or out.table.route is not None:
-        why = NULL_VALUE if value is None else json_problem(value)
+        # A table of changes: a null value is a tombstone, or not a record Spark's path words so.
+        why = (NULL_VALUE if out.table.changes is None else None) if value is None else json_problem(value)
     if why is not None and out.table.route is not None:
         return True
     if why is not None and len(out.letters) < MAX_LETTERS:

@@ -82,8 +82,10 @@ class CarriedRows:
         (the table is then declined: what was taken of the batch does not matter), or another
         table's: a field-routed table's records are taken one at a time."""
         row = self._row
+        mark = self._mark()
         for value in values:
             if not row(value):
+                self._rollback(mark)
                 return False
         if self._carry:
             assert coordinates is not None
@@ -92,6 +94,14 @@ class CarriedRows:
             assert keys is not None
             self._keys += keys
         return True
+
+    def _mark(self) -> Any:
+        """Where the subclass's rows stand (`_rollback` goes back there)."""
+        return None
+
+    def _rollback(self, mark: Any) -> None:
+        """Drops the rows taken since `_mark` (a batch `add_all` did not take whole); a subclass
+        that does not is declined with them."""
 
     def _carried(self) -> Any:
         """The coordinates taken since the last call (tuples, or columns), None without `carry`."""
@@ -144,6 +154,15 @@ class DirectRows(CarriedRows):
     @property
     def rows(self) -> int:
         return len(self._rows)
+
+    def _mark(self) -> tuple[int, int, int]:
+        return len(self._rows), len(self._tombstones), len(self._other_images) if self._envelope is not None else 0
+
+    def _rollback(self, mark: tuple[int, int, int]) -> None:
+        rows, tombstones, others = mark
+        del self._rows[rows:], self._tombstones[tombstones:]
+        if self._envelope is not None:
+            del self._other_images[others:]
 
     def _row(self, value: bytes | None) -> bool | None:
         """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not a
