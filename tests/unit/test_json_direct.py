@@ -359,3 +359,21 @@ def test_plain_json_keys_of_plain_values_fill_the_key_column() -> None:
     batch = rows.take()
     assert batch is not None
     assert batch.to_pydict() == {"v": [1, 2, 3], "_key": [{"id": 7}, None, {"id": 8}]}
+
+
+def test_a_batch_not_taken_whole_leaves_only_what_was_taken_before_it() -> None:
+    """`add_all` refusing a batch takes none of it (the task then takes it a record at a time,
+    making dead letters of the bad ones: tasks/json_records.py)."""
+    columns = direct_columns(shape(StructField("id", LongType())))
+    assert columns is not None
+    rows = DirectRows(columns, carry=True)
+
+    def at(*offsets: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+        n = len(offsets)
+        return pa.array(["t"] * n), pa.array([0] * n, pa.int32()), pa.array(list(offsets), pa.int64())
+
+    assert rows.add_all([b'{"id": 1}'], at(0))
+    assert not rows.add_all([b'{"id": 2}', b"not json"], at(1, 2))
+    batch = rows.take()
+    assert batch is not None
+    assert batch.to_pydict() == {"topic": ["t"], "partition": [0], "offset": [0], TOMBSTONE: [False], "id": [1]}
