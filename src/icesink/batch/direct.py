@@ -54,7 +54,6 @@ from icesink.tasks.files import (
 )
 from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
-from icesink.tasks.plain_rows import PlainEnvelope
 from icesink.tasks.table_out import NAMED, ORDER, DirectTable
 
 log = logging.getLogger(__name__)
@@ -216,9 +215,9 @@ def _direct_table(
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
     fields = tuple(ctx.catalog.partition_fields(table))
-    # The tasks judge records of Avro tables and of plain JSON tables (not change events, not
-    # Connect JSON), and only where bad records become dead letters.
-    judged = isinstance(d.decoder, DirectAvro) or not isinstance(d.decoder, DirectConnect | PlainEnvelope)
+    # The tasks judge records of Avro tables and of plain JSON tables (Debezium's too; not Connect
+    # JSON), and only where bad records become dead letters.
+    judged = not isinstance(d.decoder, DirectConnect)
     letters = judged and ctx.config.decode.on_error is not ErrorPolicy.FAIL
     task = WriteTask(
         table=str(plan.table),
