@@ -215,8 +215,9 @@ def _direct_table(
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
     fields = tuple(ctx.catalog.partition_fields(table))
-    # The tasks judge records of Avro tables and of plain JSON tables (Debezium's too; not Connect
-    # JSON), and only where bad records become dead letters.
+    # The tasks judge records of Avro tables and of plain JSON tables (Debezium's too), and only
+    # where bad records become dead letters. Not Connect JSON's: Spark's path words a value that
+    # is not an object there by its envelope (DebeziumEnvelopeError), not as plain JSON.
     judged = not isinstance(d.decoder, DirectConnect)
     letters = judged and ctx.config.decode.on_error is not ErrorPolicy.FAIL
     task = WriteTask(

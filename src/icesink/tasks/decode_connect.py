@@ -187,6 +187,12 @@ class ConnectRows(CarriedRows):
     def rows(self) -> int:
         return len(self._payloads)
 
+    def _mark(self) -> int:
+        return len(self._payloads)
+
+    def _rollback(self, mark: int) -> None:
+        del self._payloads[mark:]
+
     def _row(self, value: bytes | None) -> bool:
         """Takes the record's payload, or says it is not Connect JSON with a schema whose rows fit the table."""
         if value is None and self._carry and self._key_column is not None:
