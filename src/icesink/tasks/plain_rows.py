@@ -78,9 +78,10 @@ class CarriedRows:
         keys: Sequence[bytes | None] | None = None,
     ) -> bool:  # fmt: skip
         """`add` for every record of a batch the table takes whole: their coordinates as the batch's
-        own columns (topic, partition, offset), not a tuple per record. False when one is not taken
-        (the table is then declined: what was taken of the batch does not matter), or another
-        table's: a field-routed table's records are taken one at a time."""
+        own columns (topic, partition, offset), not a tuple per record. False, and none of the
+        batch taken, when one is not taken (the caller declines the table, or takes the batch a
+        record at a time with its dead letters), or is another table's (a field-routed table's
+        records are taken one at a time)."""
         row = self._row
         mark = self._mark()
         for value in values:
@@ -97,11 +98,11 @@ class CarriedRows:
 
     def _mark(self) -> Any:
         """Where the subclass's rows stand (`_rollback` goes back there)."""
-        return None
+        raise NotImplementedError
 
     def _rollback(self, mark: Any) -> None:
-        """Drops the rows taken since `_mark` (a batch `add_all` did not take whole); a subclass
-        that does not is declined with them."""
+        """Drops the rows taken since `_mark` (a batch `add_all` did not take whole)."""
+        raise NotImplementedError
 
     def _carried(self) -> Any:
         """The coordinates taken since the last call (tuples, or columns), None without `carry`."""
