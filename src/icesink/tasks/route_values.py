@@ -95,7 +95,8 @@ class _Judge:
         if rows is None:
             self.found.unsure = True
             return
-        column = rows.column(self._field.field)
+        # By position after the two carried columns: the field may be named partition or offset.
+        column = rows.column(2 + rows.column_names[2:].index(self._field.field))
         spelled = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
         for value, count in zip(*pc.value_counts(spelled.drop_null()).flatten(), strict=True):
             refused = self._refusal(value.as_py())
@@ -107,9 +108,7 @@ class _Judge:
             self._all(rows.filter(pc.is_null(spelled)), self._route.no_value)
 
     def _all(self, rows: pa.Table, why: tuple[str, str]) -> None:
-        for partition, offset in zip(
-            rows.column("partition").to_pylist(), rows.column("offset").to_pylist(), strict=True
-        ):
+        for partition, offset in zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True):
             self._letter(partition, offset, why)
 
     def _routed(self, partition: int, offset: int, spelled: str | None) -> None:
