@@ -137,7 +137,7 @@ def test_a_schema_the_one_pass_decoder_does_not_take_is_said_once_and_its_rows_l
     job = Job(spark, scenario.config(**avro_config(scenario, **{"kafka.max_offsets_per_trigger": 3})))
     seen: list[BatchTimings] = []
     job.handler.on_timings = seen.append
-    with caplog.at_level(logging.INFO, logger="icesink.batch.direct_tables"):
+    with caplog.at_level(logging.INFO, logger="icesink.batch.direct_item"):
         job.run()
     assert one_pass(seen) == [(False, ["decode", "prepare", "write"])] * 2, "both batches through Spark's decoder"
     said = [r.getMessage() for r in caplog.records if "go through Spark's decoder" in r.getMessage()]

@@ -34,11 +34,11 @@ from pyspark.sql import functions as F
 
 from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
+from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import Item
 from icesink.batch.direct_letters import letter_records
 from icesink.batch.direct_outcome import direct_failed, outcome, why_declined
 from icesink.batch.direct_staging import create, stage
-from icesink.batch.direct_tables import DirectItem
 from icesink.batch.route import Targets
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import TableWork

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from icesink.batch.direct_tables import DirectItem
+from icesink.batch.direct_item import DirectItem
 from icesink.batch.write import error_cause
 from icesink.errors import WriteError
 from icesink.kafka import wire

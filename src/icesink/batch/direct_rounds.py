@@ -28,9 +28,10 @@ from pyspark.sql.types import ArrayType, DataType, DoubleType, LongType, StructF
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.records import guess
 from icesink.batch.direct import DirectWritten, Retry, write_once
+from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import share_inferred
 from icesink.batch.direct_shape import Shaping, shaped
-from icesink.batch.direct_tables import DirectItem, direct_item
+from icesink.batch.direct_tables import direct_item
 from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
 from icesink.kafka import wire

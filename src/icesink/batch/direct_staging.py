@@ -14,8 +14,8 @@ import logging
 from dataclasses import replace
 
 from icesink.batch.context import BatchContext
+from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import Item
-from icesink.batch.direct_tables import DirectItem
 from icesink.batch.work import partition_fields
 from icesink.iceberg.jvm import JavaObject
 

@@ -16,7 +16,7 @@ or Debezium envelopes, into a table their schemas' rows fit (tasks/decode_connec
 that does not exist yet, the columns of a sample of the batch (batch/direct_json.py). Avro: writer
 schemas (those the topics carried last time, or the registry's latest) of records, or of Debezium
 envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`), or once
-the table is evolved to take them (`_evolved`, as Spark's path's prepare step evolves it); for a
+the table is evolved to take them (batch/direct_avro_table.py, as Spark's path's prepare step evolves it); for a
 table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
 A flattened or case-insensitive table of Avro values without a record key column or an envelope:
 the rows in its names and shape (batch/direct_shape.py).
@@ -25,60 +25,35 @@ the rows in its names and shape (batch/direct_shape.py).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import replace
 
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import StructType
 
-from icesink.batch.changes import ChangeSpec
 from icesink.batch.context import BatchContext
-from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.decode.json import JsonDecoder
-from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
+from icesink.batch.direct_avro_table import avro_item
 from icesink.batch.direct_changes import table_changes
+from icesink.batch.direct_item import DirectItem, declined
 from icesink.batch.direct_json import Item, connect_key, json_schema
-from icesink.batch.direct_keys import KeySide, RecordKey, key_side, record_key, with_key_column
+from icesink.batch.direct_keys import KeySide, key_side, record_key
 from icesink.batch.direct_routing import route_filter
 from icesink.batch.direct_shape import Shaping, shaped
-from icesink.batch.plan import TablePlan
-from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
 from icesink.batch.work import partition_fields
 from icesink.batch.write import CHANGES_PER_TASK
 from icesink.config import ValueFormat
-from icesink.iceberg.jvm import JavaObject
-from icesink.kafka import wire
-from icesink.schema.evolution import conflicts, merged
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import direct_columns
 from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.partition_values import supported
 from icesink.tasks.plain_rows import PlainEnvelope
-from icesink.tasks.routing import RouteFilter
 from icesink.tasks.table_out import DirectDecoder
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class DirectItem:
-    """A table the direct job writes: its item, its decoder, and its schema (for a table that does
-    not exist yet, the one it is created with)."""
-
-    item: Item
-    decoder: DirectDecoder
-    schema: StructType
-    staged: bool = False  # a table that does not exist yet: `item`'s table is the staged one (direct_staging.stage)
-    changes: ChangeSpec | None = None  # an upsert or changelog table
-    key: RecordKey | None = None  # the column of the record key (batch/direct_keys.py), and its decoder
-    # A table of changes ordered across batches: the order_by value below which a change may be
-    # older than the row the table holds (its tasks decline such a batch; batch/direct_changes.py).
-    order_floor: Any = None
-    route: RouteFilter | None = None  # a table of field-routed topics: the records it takes of them
 
 
 def direct_item(
@@ -103,16 +78,6 @@ def direct_item(
     ):
         return None
     return found
-
-
-def declined(ctx: BatchContext, plan: TablePlan, reason: str) -> DirectItem | None:
-    """None, once the reason the one-pass job leaves a table's records to Spark's decoder is said
-    (once per table and reason: the job runs for days; a table that keeps that reason is said once)."""
-    said = (str(plan.table), reason)
-    if said not in ctx.declines_said:
-        ctx.declines_said.add(said)
-        log.info("table %s: its records go through Spark's decoder: %s", plan.table, reason)
-    return None
 
 
 def _decoder_item(
@@ -143,7 +108,7 @@ def _decoder_item(
         and planned.values is not None
         and avro_keys
     ):
-        found = _avro_item(ctx, item, key, shaping, evolve=not routed)
+        found = avro_item(ctx, item, key, shaping, evolve=not routed)
         if found is not None and settings.is_cdc:
             found = _with_changes(ctx, found)
             if found is None:
@@ -228,71 +193,6 @@ def _json_decoder(
     if not shaping.plain:
         return ShapedJson(columns, shaping.separator, shaping.case_insensitive)
     return PlainEnvelope(columns, envelope) if envelope is not None else columns
-
-
-def _avro_item(
-    ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shaping, evolve: bool = True
-) -> DirectItem | None:  # fmt: skip
-    """An Avro table; `shaping`: flattened or case-insensitive (batch/direct_shape.py; no record key
-    column then). Without `evolve`, only a table that takes the writer schemas as it is (a table of
-    field-routed topics: the writer schemas are those of all of their records, other tables' too)."""
-    _, table, planned = item
-    decoder = ctx.decoder
-    if not isinstance(decoder, AvroDecoder):
-        return None
-    envelope = decoder.envelope  # the config's (decode/build.py), a Debezium one or none
-    plan = item[0]
-    if envelope is not None and not shaping.plain:
-        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table of "
-                        "Debezium change events")  # fmt: skip
-    writers = decoder.writer_schemas(planned.values)
-    if writers is None:
-        return declined(ctx, plan, "a schema its topics' records name is not an Avro schema the registry has")
-    schema: StructType | None
-    if table is not None:
-        schema = ctx.catalog.spark_schema(table)
-    else:  # created with the writer schemas' rows, as the usual path would (records.decode_table)
-        schema = with_key_column(merged_rows(writers, envelope, shaping), key)
-    if schema is None:
-        return None
-    fits, record = record_key(schema, key)
-    if not fits:
-        return None
-    # The writer schemas fill the table's columns but the key column, which the tasks fill with
-    # the record key (a required column when it is the table's key).
-    values = StructType([f for f in schema.fields if key is None or f.name != key.column])
-    found = direct_avro(writers, values, envelope, shaping)
-    if (
-        found is None
-        and evolve
-        and table is not None
-        and _evolved(ctx, plan, table, schema, writers, envelope, shaping)
-    ):
-        schema = ctx.catalog.spark_schema(table)
-        values = StructType([f for f in schema.fields if key is None or f.name != key.column])
-        found = direct_avro(writers, values, envelope, shaping)
-    if found is None:
-        return declined(ctx, plan, avro_declined(writers, values, envelope, shaping))
-    return DirectItem(item, found, schema, key=record)
-
-
-def _evolved(
-    ctx: BatchContext, plan: TablePlan, table: JavaObject, schema: StructType, writers: Mapping[bytes, str],
-    envelope: EnvelopeSpec | None, shaping: Shaping,
-) -> bool:  # fmt: skip
-    """Whether the table was evolved to take the rows of `writers`, as Spark's path's prepare step
-    evolves it (batch/prepare.py: new columns, wider types, relaxed requirements, one metadata
-    commit before the data commit). Not when their rows are not ones the tasks take, or conflict
-    with its columns (Spark's path applies `tables.on_incompatible` to those records)."""
-    rows = merged_rows(writers, envelope, shaping, schema)
-    if rows is None:
-        return False
-    target = merged(schema, rows)
-    if conflicts(target, rows) or not evolve_to(ctx, plan.table, table, target):
-        return False
-    ids = ", ".join(str(wire.schema_ref(frame)) for frame in sorted(writers))
-    log.info("table %s: evolved for the rows of writer schema(s) %s (one-pass job)", plan.table, ids)
-    return True
 
 
 def _with_changes(ctx: BatchContext, found: DirectItem) -> DirectItem | None:
