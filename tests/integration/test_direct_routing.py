@@ -98,13 +98,15 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
     produce(
         inbox, [{"id": 3, "target": "beta", "b": "y"}, {"id": 4, "target": "../evil"}, {"id": 5, "target": "Alpha"}]
     )
-    caplog.set_level(logging.INFO, logger="icesink.batch.route_tasks")
+    caplog.set_level(logging.INFO, logger="icesink.batch")
     caplog.clear()
     timings = {side: run(side) for side in SIDES}
     assert steps(timings["direct"]) == [(True, False)], "every table in one pass, none through Spark's decoder"
     assert steps(timings["spark"]) == [(False, True)]
-    routed = "batch 1: 2 field-routed topic(s) routed in the Python tasks (10 record(s), 4 value(s), 4 dead letter(s))"
-    assert routed in caplog.text, "the routing pass too: no Spark decode of the batch"
+    # A new job: the values of a sample plan the batch, the one-pass job's tasks route every record.
+    routed = "batch 1: 2 field-routed topic(s) routed in the one-pass job (4 value(s), 4 dead letter(s))"
+    assert routed in caplog.text, "the routing too: no Spark decode of the batch"
+    assert "routed in the Python tasks" not in caplog.text, "no routing pass"
     assert schemas("direct") == schemas("spark")
     assert tables("direct") == tables("spark")
     assert ids(spark, f"{CATALOG}.{scenario.namespace}_direct.buys") == [2, 6], "key 2 updated in place"
@@ -138,6 +140,64 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
     assert (tables("direct"), letters(spark, f"{scenario.namespace}_direct")) == kept
 
 
+def test_a_batch_planned_with_the_values_met_before_is_planned_again_for_a_new_one(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """Batches of a field-routed topic planned without a routing pass (batch/route_guess.py): the
+    first from a sample, the next with the values met before; a new value refutes the guess, the
+    batch is planned again (killed right then, then restarted): each record once, in its table."""
+    topic = scenario.topic("inbox")
+    create_topics(topic, partitions=1)
+    rules = [{"topics": topic, "field": "target", "dynamic": True}]
+
+    def settings(side: str) -> dict[str, Any]:
+        return {
+            "tables.namespace": f"{scenario.namespace}_{side}",
+            "job.checkpoint_location": str(tmp_path / side),
+            "decode.direct_json": SIDES[side],
+            "routing.rules": rules,
+            "kafka.max_offsets_per_trigger": 4,  # a batch per line below
+        }
+
+    produce(topic, [{"id": 1, "target": "alpha", "a": 1}, {"id": 2, "target": "beta", "b": "x"}, "not json",
+                    {"id": 3, "target": "alpha", "a": 3}])  # fmt: skip
+    produce(topic, [{"id": 4, "target": "alpha", "a": 4}, {"id": 5}, {"id": 6, "target": "alpha", "a": 6},
+                    {"id": 7, "target": "alpha", "a": 7}])  # fmt: skip
+    produce(topic, [{"id": 8, "target": "alpha", "a": 8}, {"id": 9, "target": "gamma", "g": True},
+                    {"id": 10, "target": "../x"}, {"id": 11, "target": "beta", "b": "z"}])  # fmt: skip
+    config = scenario.write_config(tmp_path / "job.yaml", **settings("direct"))
+    crashed = run_cli(config, env={faults.ENV: "guess-refuted:2"})
+    assert crashed.returncode in KILLED, crashed.stderr[-3000:]
+    log = crashed.stderr
+    assert "batch 0: 1 field-routed topic(s) routed in the one-pass job (2 value(s), 1 dead letter(s))" in log
+    assert (
+        "batch 1: 1 field-routed topic(s) routed in the one-pass job (1 value(s), 1 dead letter(s)); 1 table(s) "
+        "planned for values not met" in log
+    ), "beta's, met in batch 0"
+    assert f"batch 2: topic {topic} holds value(s) 'gamma' of field target the batch was not planned with" in log
+    assert "routed in the Python tasks" not in log, "no routing pass: the one-pass job's tasks routed every batch"
+    assert "SIGKILL at guess-refuted of batch 2" in log
+    namespace = f"{CATALOG}.{scenario.namespace}_direct"
+    assert ids(spark, f"{namespace}.alpha") == [1, 3, 4, 6, 7], "batch 2: nothing committed"
+    assert len(snapshots(spark, f"{namespace}.beta")) == 1, "batch 1 held no beta: no commit"
+    assert not spark.catalog.tableExists(f"{namespace}.gamma"), "nor created"
+
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert re.search(r"batch 2 timings: .*direct", resumed.stderr), resumed.stderr[-3000:]
+    assert "batch 2: 1 field-routed topic(s) routed in the one-pass job (3 value(s), 1 dead letter(s))" in (
+        resumed.stderr
+    ), "a new job: its sample held gamma"
+    job = Job(spark, scenario.config(**settings("spark")))
+    job.run()
+    for name in ("alpha", "beta", "gamma"):
+        assert rows(spark, f"{namespace}.{name}") == rows(spark, f"{CATALOG}.{scenario.namespace}_spark.{name}")
+        assert table_offsets(spark, f"{namespace}.{name}") == {tp: end for tp, end in end_offsets(topic).items()}
+    assert ids(spark, f"{namespace}.alpha") == [1, 3, 4, 6, 7, 8]
+    assert letters(spark, f"{scenario.namespace}_direct") == letters(spark, f"{scenario.namespace}_spark")
+    assert len(letters(spark, f"{scenario.namespace}_direct")) == 3, "each once: not json, no target, ../x"
+
+
 def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
     spark: SparkSession, scenario: Scenario, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -168,10 +228,10 @@ def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
         return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in ("views", "purchases")}
 
     produce(topic, avro_values(topic, SCHEMA, [event(i) for i in range(6)]))
-    caplog.set_level(logging.INFO, logger="icesink.batch.route_tasks")
+    caplog.set_level(logging.INFO, logger="icesink.batch")
     assert steps(run("direct")) == [(True, False)], "new tables in one pass"
-    routed = "batch 0: 1 field-routed topic(s) routed in the Python tasks (6 record(s), 2 value(s), 0 dead letter(s))"
-    assert routed in caplog.text, "the routing pass too (carts skipped, as the rule says)"
+    routed = "batch 0: 1 field-routed topic(s) routed in the one-pass job (2 value(s), 0 dead letter(s))"
+    assert routed in caplog.text, "the routing too, planned from a sample (carts skipped, as the rule says)"
     run("spark")
     for name in ("views", "purchases"):
         assert spark.table(f"{CATALOG}.{scenario.namespace}_direct.{name}").schema == (

@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 
 from icesink.batch.decode import Decoder
 from icesink.batch.decode.build import build_decoder, build_key_decoder
+from icesink.batch.routed_before import RoutedBefore
 from icesink.batch.seen_schemas import SeenSchemas
 from icesink.config import Config
 from icesink.iceberg.order_bound import OrderBounds
@@ -44,6 +45,8 @@ class BatchContext:
     librdkafka: dict[str, Any] | None = None
     # (table, reason) of the plan-time declines of the one-pass job already logged (direct_tables.py)
     declines_said: set[tuple[str, str]] = field(default_factory=set)
+    # The values each field-routed topic's records held in the last batches (batch/route_guess.py)
+    routed_before: RoutedBefore = field(default_factory=RoutedBefore)
 
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:

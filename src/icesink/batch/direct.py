@@ -25,7 +25,7 @@ yet is staged first and created once its files are written: batch/direct_staging
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -37,9 +37,10 @@ from icesink.batch.decode import VALUE
 from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import Item
 from icesink.batch.direct_letters import letter_records
-from icesink.batch.direct_outcome import direct_failed, outcome, why_declined
+from icesink.batch.direct_outcome import Outcome, direct_failed, outcome, why_declined
 from icesink.batch.direct_staging import create, stage
 from icesink.batch.route import Targets
+from icesink.batch.route_guess import RouteGuess
 from icesink.batch.sources import own_ranges, read_ranges
 from icesink.batch.work import TableWork
 from icesink.batch.write import Written, data_location, table_arrow_schema
@@ -54,6 +55,7 @@ from icesink.tasks.files import (
 )
 from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
+from icesink.tasks.route_values import Judging, TopicValues
 from icesink.tasks.table_out import NAMED, ORDER, DirectTable
 
 log = logging.getLogger(__name__)
@@ -76,38 +78,74 @@ class DirectWritten:
     written: list[Written]
     declined: list[Item]
     letters: list[tuple[str | Column, DataFrame]]
+    # With a guess of the batch's routing (batch/route_guess.py): what the tasks found of its
+    # topics (None: not judged), and why that refutes the guess (then nothing was written).
+    routing: Mapping[str, TopicValues] | None = None
+    refuted: str | None = None
 
 
 def write_once(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
-    query_id: str, learn: bool = True,
+    query_id: str, learn: bool = True, guess: RouteGuess | None = None,
 ) -> tuple[DirectWritten, list[Retry]]:  # fmt: skip
     """One direct job for `items`: what it wrote and declined, and (with `learn`) the tables it
     declined that a second job may take once they are evolved (batch/direct_rounds.py): Avro tables
     whose records carry writer schemas they were not given (those schemas' frames), and plain JSON
-    tables (a record of a new field, or of a wider type; a new table's sample did not have it)."""
+    tables (a record of a new field, or of a wider type; a new table's sample did not have it).
+    With `guess`, its tasks also route the guessed topics' records (batch/route_guess.py): a guess
+    they refute leaves nothing written (no table created), and the tables of values they did not
+    meet are left out."""
+    unjudged = guess.refuted(None) if guess is not None else None
     if not items:
-        return DirectWritten([], [], []), []
+        return DirectWritten([], [], [], refuted=unjudged), []
     items, unstaged = stage(ctx, items)
     if not items:
-        return DirectWritten([], unstaged, []), []
-    read = covering(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table]))
-    tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, read, batch_id, query_id))
-    avro = any(isinstance(d.decoder, DirectAvro) for d in items)
-    try:
-        rows = _job(ctx, targets, tables, read, ranges, avro, batch_id).collect()
-    except Exception as e:
-        raise direct_failed(items, read, batch_id, e) from e
-    found = outcome(rows, len(items))
+        return DirectWritten([], unstaged, [], refuted=unjudged), []
+    found = _run(ctx, targets, items, ranges, batch_id, query_id, guess)
+    if guess is not None:
+        refuted = guess.refuted(found.routing)
+        if refuted is not None:
+            return DirectWritten([], [], [], found.routing, refuted), []
+        assert found.routing is not None
+        unmet = guess.unmet(found.routing, targets)
+        kept = [i for i, d in enumerate(items) if d.item[0].table not in unmet]
+        items, found = [items[i] for i in kept], found.only(kept)
     if found.unread:
         log.warning(
             "batch %d: the one-pass job's tasks could not read Kafka with librdkafka (see the executors' log); "
             "Spark's source reads its tables' records", batch_id,
         )  # fmt: skip
+    done, new = _sorted_out(ctx, items, found, learn, batch_id)
+    done.declined[:0] = unstaged
+    return done, new
+
+
+def _run(
+    ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
+    query_id: str, guess: RouteGuess | None,
+) -> Outcome:  # fmt: skip
+    """The job itself, and what its tasks report."""
+    # A guessed topic's records are read whole: the tasks judge each of them.
+    read = covering([*(r for d in items for r in own_ranges(d.item[0], targets.ranges[d.item[0].table])),
+                     *(guess.ranges if guess is not None else ())])  # fmt: skip
+    tables = ctx.tables.map(items, lambda d: _direct_table(ctx, targets, d, read, batch_id, query_id))
+    avro = any(isinstance(d.decoder, DirectAvro) for d in items)
+    judging = guess.judging if guess is not None else None
+    try:
+        rows = _job(ctx, targets, tables, read, ranges, avro, batch_id, judging).collect()
+    except Exception as e:
+        raise direct_failed(items, read, batch_id, e) from e
+    return outcome(rows, len(items))
+
+
+def _sorted_out(
+    ctx: BatchContext, items: list[DirectItem], found: Outcome, learn: bool, batch_id: int
+) -> tuple[DirectWritten, list[Retry]]:
+    """The tables written (a staged one created now), those declined, and those a second job may take."""
     done = [i for i in range(len(items)) if i not in found.declined]
     made = dict(zip(done, ctx.tables.map([items[i] for i in done], lambda d: create(ctx, d)), strict=True))
     written: list[Written] = []
-    others = unstaged
+    others: list[Item] = []
     new: list[Retry] = []
     for i, d in enumerate(items):
         table = made.get(i)
@@ -134,7 +172,7 @@ def write_once(
         for i, d in enumerate(items)
         if made.get(i) and i in found.letters and d.route is None
     }
-    return DirectWritten(written, others, letter_records(ctx, letters)), new
+    return DirectWritten(written, others, letter_records(ctx, letters), found.routing), new
 
 
 def _plain_json(d: DirectItem) -> bool:
@@ -163,7 +201,7 @@ RECORDS_PER_TASK = 10_000
 
 def _job(
     ctx: BatchContext, targets: Targets, tables: list[DirectTable], read: list[PartitionRange],
-    ranges: list[PartitionRange], avro: bool, batch_id: int,
+    ranges: list[PartitionRange], avro: bool, batch_id: int, judging: Judging | None,
 ) -> DataFrame:  # fmt: skip
     """The one-pass job: its Python tasks read `read` from Kafka themselves (librdkafka,
     `kafka.direct_read`), or take the records from Spark's Kafka source."""
@@ -180,7 +218,7 @@ def _job(
             "batch %d: the one-pass job reads %d record(s) of %d topic-partition(s) with librdkafka in %d task(s)",
             batch_id, sum(r.records for r in read), len(read), len(shares),
         )  # fmt: skip
-        return tasks.mapInArrow(reading_fn(tables, batch_id, shares, librdkafka, header), DIRECT_DDL)
+        return tasks.mapInArrow(reading_fn(tables, batch_id, shares, librdkafka, header, judging), DIRECT_DDL)
     if _spans(read) == _spans(ranges):
         source: DataFrame = targets.source  # the batch Spark planned: no Kafka read of our own to plan
     else:
@@ -196,7 +234,7 @@ def _job(
     # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
     # costs more than the share).
     source = source.select(*columns).coalesce(n_tasks)
-    return source.mapInArrow(direct_fn(tables, batch_id), DIRECT_DDL)
+    return source.mapInArrow(direct_fn(tables, batch_id, judging), DIRECT_DDL)
 
 
 def task_count(records: int, cores: int) -> int:

@@ -20,7 +20,8 @@ from icesink.tasks.dead_letters import MAX_LETTERS, Letter, decoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.descriptors import written_file
-from icesink.tasks.one_pass import UNREAD
+from icesink.tasks.one_pass import ROUTING, UNREAD
+from icesink.tasks.route_values import TopicValues, routing_of
 
 
 @dataclass(frozen=True)
@@ -35,10 +36,30 @@ class Outcome:
     too_many: frozenset[int]  # tables with more dead letters than the job reads back (`MAX_LETTERS`)
     # Avro tables declined for records of writer schemas they were not given: those schemas' frames.
     frames: Mapping[int, frozenset[bytes]] = field(default_factory=dict)
+    # The routing of field-routed topics the tasks judged (tasks/route_values.Judging): per topic,
+    # the values met and the dead letters of the records no table takes; None when not judged.
+    routing: Mapping[str, TopicValues] | None = None
+
+    def only(self, kept: Sequence[int]) -> Outcome:
+        """The outcome of the tables `kept` (indexes), numbered in that order."""
+        at = {old: new for new, old in enumerate(kept)}
+
+        def mapped(m: Mapping[int, Any]) -> dict[int, Any]:
+            return defaultdict(list, {at[i]: v for i, v in m.items() if i in at})
+
+        def some(s: frozenset[int]) -> frozenset[int]:
+            return frozenset(at[i] for i in s if i in at)
+
+        return Outcome(
+            mapped(self.files), some(self.declined), some(self.shared), self.unread, mapped(self.letters),
+            some(self.too_many), mapped(self.frames), self.routing,
+        )  # fmt: skip
 
 
 def outcome(rows: Sequence[Any], tables: int) -> Outcome:
     """The job's `DIRECT_DDL` rows (collected), for a job of `tables` tables."""
+    judged = [bytes(r.letters) for r in rows if r.table == ROUTING]
+    rows = [r for r in rows if r.table != ROUTING]
     declined = {int(r.table) for r in rows if r.declined}
     fingerprints: dict[int, list[bytes]] = defaultdict(list)
     for r in rows:
@@ -62,7 +83,8 @@ def outcome(rows: Sequence[Any], tables: int) -> Outcome:
             blob, n = bytes(r.frames), wire.HEADER_SIZE
             frames[int(r.table)] |= {blob[at : at + n] for at in range(0, len(blob), n)}
     new = {i: frozenset(found) for i, found in frames.items() if i not in shared | too_many}
-    return Outcome(files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many), new)
+    routing = routing_of(judged) if judged and not unread else None
+    return Outcome(files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many), new, routing)
 
 
 def why_declined(d: DirectItem, i: int, found: Outcome) -> str:

@@ -34,6 +34,7 @@ from icesink.batch.direct_shape import Shaping, shaped
 from icesink.batch.direct_tables import direct_item
 from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
+from icesink.batch.route_guess import RouteGuess
 from icesink.kafka import wire
 from icesink.model import PartitionRange
 from icesink.schema.evolution import conflicts, merged
@@ -43,13 +44,14 @@ log = logging.getLogger(__name__)
 
 def write_direct(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
-    query_id: str,
+    query_id: str, guess: RouteGuess | None = None,
 ) -> DirectWritten:  # fmt: skip
-    """Runs the direct job for `items`; then a second one for the tables it declined that, evolved,
-    it may take (`_again`): schema evolution without leaving the path. What that one declines
-    goes Spark's way, as before."""
-    first, new = write_once(ctx, targets, items, ranges, batch_id, query_id)
-    if not new:
+    """Runs the direct job for `items` (its tasks judging the `guess` of the batch's routing:
+    batch/route_guess.py); then a second one for the tables it declined that, evolved, it may take
+    (`_again`): schema evolution without leaving the path. What that one declines goes Spark's
+    way, as before."""
+    first, new = write_once(ctx, targets, items, ranges, batch_id, query_id, guess=guess)
+    if not new or first.refuted is not None:
         return first
     again = ctx.tables.map(new, lambda r: _again(ctx, targets, r))
     retry = [d for d in again if d is not None]
@@ -60,7 +62,7 @@ def write_direct(
     )  # fmt: skip
     second, _ = write_once(ctx, targets, retry, ranges, batch_id, query_id, learn=False)
     return DirectWritten(first.written + second.written, first.declined + left + second.declined,
-                         first.letters + second.letters)  # fmt: skip
+                         first.letters + second.letters, first.routing)  # fmt: skip
 
 
 def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | None:

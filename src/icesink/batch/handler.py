@@ -19,7 +19,8 @@ from icesink.batch.commit import commit_batch, commit_group
 from icesink.batch.context import BatchContext
 from icesink.batch.dead_letters import bad_sources, refuse_bad_records, write_dead_letters
 from icesink.batch.decode import bad_records
-from icesink.batch.decode.records import decode_tables, guess
+from icesink.batch.decode.records import decode_tables
+from icesink.batch.decode.records import guess as guess_rows
 from icesink.batch.direct_letters import letter_records
 from icesink.batch.direct_rounds import write_direct
 from icesink.batch.direct_tables import split_direct
@@ -27,14 +28,15 @@ from icesink.batch.new_schemas import second_passes
 from icesink.batch.plan import plan_tables
 from icesink.batch.prepare import ready_tables
 from icesink.batch.ranges import input_ranges
-from icesink.batch.route import route_batch
+from icesink.batch.route import TopicRouting, route_batch
+from icesink.batch.route_guess import RouteGuess, guess_held, guess_routing, routing_again
 from icesink.batch.route_tasks import route_in_tasks
 from icesink.batch.sources import table_sources
 from icesink.batch.write import write_tables
 from icesink.config import Config, ErrorPolicy
 from icesink.errors import BatchAbandonedError
 from icesink.iceberg.commit import CommitResult
-from icesink.model import TableRef, TopicPartition
+from icesink.model import PartitionRange, TableRef, TopicPartition
 from icesink.runtime import faults, retries
 from icesink.runtime.timings import BatchTimings, SparkJobs
 
@@ -94,7 +96,9 @@ class BatchHandler:
 
         1. plan (ranges.py, plan.py, route.py): the batch's offset range per topic-partition, from
            Spark's Kafka source (no scan); route each topic to its tables by the routing rules
-           (field-routed topics: decode the field once and route each record); read each table's
+           (field-routed topics: decode the field once and route each record, or plan with the
+           values they held before and let the one-pass job's tasks route them, route_guess.py,
+           the batch planned again if they meet another); read each table's
            committed offsets; records below them are already in the table and are dropped
            (replays, lost checkpoints, resets); a table that takes only some of the batch's
            topic-partitions reads just its own offset ranges from Kafka (sources.py);
@@ -206,22 +210,44 @@ class BatchHandler:
         field_routed = any(ctx.router.route(t).field is not None for t in {r.tp.topic for r in ranges})
         if field_routed:  # the routing pass reads the records, then the tables do
             persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))
-        # Plain JSON and Avro topics are routed by the Python tasks (route_tasks.py), the others by Spark's pass.
-        in_tasks = route_in_tasks(ctx, ranges, batch_id) if field_routed else {}
+        # Plain JSON and Avro field-routed topics are routed by the Python tasks: by the one-pass
+        # job's, the batch planned with the values they held before (route_guess.py), or by a pass
+        # of their own (route_tasks.py); the others by Spark's pass.
+        guess = guess_routing(ctx, ranges, batch_id) if field_routed else None
+        if guess is not None:
+            in_tasks = guess.routing
+        else:
+            in_tasks = route_in_tasks(ctx, ranges, batch_id) if field_routed else {}
+            ctx.routed_before.learn(batch_id, {topic: found.values for topic, found in in_tasks.items()})
+        self._routed(batch, batch_id, timings, persisted, ranges, field_routed, in_tasks, guess)
+
+    def _routed(
+        self, batch: DataFrame, batch_id: int, timings: BatchTimings, persisted: list[DataFrame],
+        ranges: list[PartitionRange], field_routed: bool, in_tasks: dict[str, TopicRouting], guess: RouteGuess | None,
+    ) -> None:  # fmt: skip
+        """The batch's steps once its field-routed topics' values are known, or guessed (`guess`)."""
+        ctx = self._ctx
         targets = route_batch(batch, ranges, ctx.router, ctx.decoder, ctx.table_exists, ctx.dead_letter_ref, in_tasks)
         persisted.extend(targets.persisted)
         plans = plan_tables(ctx, targets.ranges)
         todo = []
         for plan, table in plans:
             if plan.has_new_records:
-                todo.append((plan, table, guess(ctx, plan, table)))
+                todo.append((plan, table, guess_rows(ctx, plan, table)))
             else:
                 log.info("batch %d: table %s already holds these offsets, skipped", batch_id, plan.table)
         query_id = self._query_id()
         direct, todo = split_direct(ctx, targets, todo)
         timings.lap("plan")
         # 2 to 4 at once for plain JSON and Avro tables (direct.py); the tables it declines go on below.
-        one_pass = write_direct(ctx, targets, direct, ranges, batch_id, query_id)
+        one_pass = write_direct(ctx, targets, direct, ranges, batch_id, query_id, guess)
+        if guess is not None and one_pass.refuted is not None:  # nothing committed: the batch planned again
+            timings.lap("direct")
+            in_tasks = routing_again(ctx, ranges, batch_id, guess, one_pass.refuted, one_pass.routing)
+            return self._routed(batch, batch_id, timings, persisted, ranges, field_routed, in_tasks, None)
+        if guess is not None and one_pass.routing is not None:
+            unmet = guess_held(ctx, batch_id, targets, guess, one_pass.routing)
+            todo = [t for t in todo if t[0].table not in unmet]
         written_direct = one_pass.written
         todo += one_pass.declined
         if direct:

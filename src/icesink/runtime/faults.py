@@ -10,6 +10,9 @@ the worst moments for exactly-once:
   after-multi-table-commit  that request was answered: every table holds the batch, nothing
                       else of it was recorded;
   mid-write           some tables' files are written, others not, nothing is committed;
+  guess-refuted       the one-pass job wrote a batch planned with the values its field-routed
+                      topics held before, met another, and nothing is committed: the batch is
+                      about to be planned again (batch/route_guess.py);
   executor-write      a Python worker dies after writing its files, before reporting them
                       (only the worker is killed: Spark fails the task, and the batch);
   maintenance-compacted  the job's table maintenance run <id> (its count of runs, not a batch)

@@ -11,17 +11,21 @@ from typing import Any
 import pyarrow as pa
 
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
+from icesink.tasks.route_values import Judges
 from icesink.tasks.table_out import ORDER, REFUSED, TableOut
 
 
 def json_records(
-    batch: pa.RecordBatch, by_topic: Mapping[str, list[int]], outs: dict[int, TableOut], decline: Any
+    batch: pa.RecordBatch, by_topic: Mapping[str, list[int]], outs: dict[int, TableOut], decline: Any,
+    judges: Judges | None = None,
 ) -> None:  # fmt: skip
     """Each record of `batch` into the rows of the JSON tables that take it (`by_topic`, within
-    their offsets), a record at a time."""
+    their offsets), a record at a time; first to the `judges` of its topic, if any."""
     columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
     keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * len(batch)
     for topic, partition, offset, value, key in zip(*columns, keys, strict=True):
+        if judges is not None:
+            judges.record(topic, partition, offset, value)
         for i in by_topic.get(topic, ()):
             out = outs.get(i)
             if out is None:

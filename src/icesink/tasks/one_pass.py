@@ -10,7 +10,10 @@ record of an append table that is beyond doubt a dead letter there is one here i
 (tasks/dead_letters.py), and its table stays. An Avro
 table declined for records of writer schemas it was not given reports their frames (every one its
 records carry, the rest of its records only looked at): the driver may learn them, evolve the
-table and run it again in one pass (batch/direct_rounds.py).
+table and run it again in one pass (batch/direct_rounds.py). With `judging`, the tasks also route
+the records of field-routed topics as the routing pass would (tasks/route_values.py) and report
+what they found (`ROUTING`): the driver planned the batch with the values those topics held
+before, and checks that guess (batch/route_guess.py).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from icesink.tasks.dead_letters import encoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
 from icesink.tasks.json_records import json_records, json_values
+from icesink.tasks.route_values import Judges, Judging, routing_blob
 from icesink.tasks.table_out import NAMED, DirectTable, TableOut, finish, flush_or_decline
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
@@ -44,6 +48,8 @@ DIRECT_DDL = f"table int, declined boolean, keys binary, letters binary, frames 
 _WRITERS = 8
 # The table index of the row a task returns when it could not read its records (kafka/reader.py).
 UNREAD = -1
+# The table index of the row that holds a task's routing of field-routed topics (`judging`).
+ROUTING = -2
 
 
 def _json_by_topic(tables: Sequence[DirectTable]) -> dict[str, list[int]]:
@@ -72,10 +78,10 @@ def _finished(
     return written, keys
 
 
-def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-untyped-def]
+def direct_fn(tables: Sequence[DirectTable], batch_id: int, judging: Judging | None = None):  # type: ignore[no-untyped-def]
     """The function handed to DataFrame.mapInArrow: records (topic, partition, offset, value, and
     for Avro tables whether the schema is named in a header) in, one `DIRECT_DDL` row out per file
-    written, and one per table declined."""
+    written, and one per table declined (and with `judging`, one of the routing it found)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -89,6 +95,7 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
         declined: set[int] = set()
         # Avro tables declined for writer schemas they were not given: the frames their records carry.
         seeking: dict[int, tuple[TableOut, set[bytes]]] = {}
+        judges = judging.judges() if judging is not None else None
 
         def decline(i: int, frames: set[bytes] | None = None) -> None:
             declined.add(i)
@@ -98,7 +105,7 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
                 seeking[i] = (out, frames)
 
         try:
-            _take(batches, outs, tables, by_topic, avro, decline, seeking)
+            _take(batches, outs, tables, by_topic, avro, decline, seeking, judges)
         except BaseException:
             for out in outs.values():
                 out.close()  # files it wrote are never committed
@@ -114,6 +121,8 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
             faults.maybe_kill_executor("executor-lost", batch_id)
         frames = {i: b"".join(sorted(found)) for i, (_, found) in seeking.items()}
         yield from results(written, sorted(declined), keys, letters, frames)
+        if judges is not None:
+            yield from results([], [], letters=[(ROUTING, routing_blob(judges.found))])
 
     return run
 
@@ -121,18 +130,23 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int):  # type: ignore[no-
 def _take(
     batches: Iterator[pa.RecordBatch], outs: dict[int, TableOut], tables: Sequence[DirectTable],
     by_topic: Mapping[str, list[int]], avro: list[int], decline: Any,
-    seeking: Mapping[int, tuple[TableOut, set[bytes]]],
+    seeking: Mapping[int, tuple[TableOut, set[bytes]]], judges: Judges | None,
 ) -> None:  # fmt: skip
-    """Every record of `batches` into the tables that take it (their rows, flushed to files as they fill)."""
+    """Every record of `batches` into the tables that take it (their rows, flushed to files as they
+    fill), and to the `judges` of its topic. A JSON record is judged just before its tables look
+    at it (one parse for all: tasks/routing.json_object_once)."""
     json = sorted({i for found in by_topic.values() for i in found})
     # The one JSON table of the job, taking every record it reads: its records a batch at a time.
     alone = json[0] if len(json) == 1 and tables[json[0]].takes_all else None
+    per_record = judges if judges is not None and not judges.avro and alone is None and by_topic else None
     for batch in batches:
+        if judges is not None and per_record is None:
+            judges.batch(batch)
         if alone is not None:
             if alone in outs:
                 json_values(batch, outs[alone], alone, decline)
         elif by_topic:
-            json_records(batch, by_topic, outs, decline)
+            json_records(batch, by_topic, outs, decline, per_record)
         for i in avro:
             out = outs.get(i)
             if out is not None:
@@ -169,12 +183,12 @@ def results(
 
 def reading_fn(  # type: ignore[no-untyped-def]
     tables: Sequence[DirectTable], batch_id: int, shares: list[list[PartitionRange]], settings: dict[str, Any],
-    header: str | None,
+    header: str | None, judging: Judging | None = None,
 ):  # fmt: skip
     """`direct_fn` for tasks that read their share of the records from Kafka (one task a share, its
     index the task's one row). A share librdkafka does not read to its end declines every table
     (`UNREAD`): Spark's path reads them."""
-    write = direct_fn(tables, batch_id)
+    write = direct_fn(tables, batch_id, judging)
 
     def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         mine = [i for b in tasks for i in b.column("id").to_pylist()]

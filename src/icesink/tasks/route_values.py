@@ -10,16 +10,21 @@ A topic where a task meets a record it cannot judge as Spark's decoder would (a 
 Spark's lenient parser may read, a value it would spell otherwise: tasks/routing.py; an Avro
 record of another writer schema, or one that does not decode) is reported unsure, and the driver
 routes that topic with Spark's pass instead.
+
+The same judges run inside the one-pass job's tasks when a batch was planned with the values its
+topics held before (batch/route_guess.py): `Judges`, and their findings as one value of a result
+row (`encoded`, `merged`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -29,8 +34,7 @@ from icesink.model import PartitionRange, TableRef
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter, json_problem
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
-from icesink.tasks.decode_json import json_object
-from icesink.tasks.routing import RouteFilter
+from icesink.tasks.routing import RouteFilter, json_object_once
 from icesink.tasks.table_out import NAMED
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
@@ -65,8 +69,8 @@ class _Judge:
         self._avro: AvroRows | None = None
 
     def record(self, partition: int, offset: int, value: bytes | None) -> None:
-        """A plain JSON record."""
-        found = json_object(value) if value is not None else None
+        """A plain JSON record (parsed once for the one-pass job's tables that look at it too)."""
+        found = json_object_once(value) if value is not None else None
         if found is None:
             why = json_problem(value) if value is not None else None
             if why is None:  # a null value, or text Spark may read: Spark's pass judges the topic
@@ -142,6 +146,62 @@ class AvroTopic:
     schema: pa.Schema
 
 
+@dataclass(frozen=True)
+class Judging:
+    """What the one-pass job's tasks judge besides writing the tables: the field-routed topics
+    whose batch was planned with the values they held before (batch/route_guess.py). Pickled."""
+
+    routes: Mapping[str, Route]
+    reserved: TableRef
+    avro: Mapping[str, AvroTopic] | None = None
+
+    def judges(self) -> Judges:
+        return Judges(self.routes, self.reserved, self.avro)
+
+
+class Judges:
+    """The judges of a task's field-routed topics, each topic's records as they come."""
+
+    def __init__(
+        self, routes: Mapping[str, Route], reserved: TableRef, avro: Mapping[str, AvroTopic] | None = None
+    ) -> None:
+        self._routes, self._reserved, self._avro = routes, reserved, avro or {}
+        self._judges: dict[str, _Judge] = {}
+
+    def _judge(self, topic: str) -> _Judge:
+        if topic not in self._judges:
+            self._judges[topic] = _Judge(topic, self._routes[topic], self._reserved)
+        return self._judges[topic]
+
+    @property
+    def avro(self) -> bool:
+        return bool(self._avro)
+
+    def batch(self, batch: pa.RecordBatch) -> None:
+        """The records of `batch` (topic, partition, offset, value; for Avro, whether a header
+        names the schema) of the judged topics."""
+        topics = batch.column("topic")
+        if self._avro:
+            for topic in pc.unique(topics).to_pylist():
+                if topic in self._routes and not self._judge(topic).found.unsure:
+                    self._judge(topic).avro(batch.filter(pc.equal(topics, topic)), self._avro[topic])
+            return
+        columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
+        for topic, partition, offset, value in zip(*columns, strict=True):
+            self.record(topic, partition, offset, value)
+
+    def record(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        """A plain JSON record (of any topic: those not judged are passed over)."""
+        if topic in self._routes:
+            mine = self._judge(topic)
+            if not mine.found.unsure:
+                mine.record(partition, offset, value)
+
+    @property
+    def found(self) -> dict[str, TopicValues]:
+        return {topic: j.found for topic, j in self._judges.items()}
+
+
 def judged(
     batches: Iterator[pa.RecordBatch], routes: Mapping[str, Route], reserved: TableRef,
     avro: Mapping[str, AvroTopic] | None = None,
@@ -149,26 +209,27 @@ def judged(
     """Each topic's values, letters and whether it is unsure, from records (topic, partition,
     offset, value; for Avro, whether a header names the schema). `avro`: how each topic's Avro
     records decode (else they are plain JSON)."""
-    judges: dict[str, _Judge] = {}
-
-    def judge(topic: str) -> _Judge:
-        if topic not in judges:
-            judges[topic] = _Judge(topic, routes[topic], reserved)
-        return judges[topic]
-
+    judges = Judges(routes, reserved, avro)
     for batch in batches:
-        if avro:
-            for topic in pc.unique(batch.column("topic")).to_pylist():
-                mine = judge(topic)
-                if not mine.found.unsure:
-                    mine.avro(batch.filter(pc.equal(batch.column("topic"), topic)), avro[topic])
-            continue
-        columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
-        for topic, partition, offset, value in zip(*columns, strict=True):
-            mine = judge(topic)
-            if not mine.found.unsure:
-                mine.record(partition, offset, value)
-    return {topic: j.found for topic, j in judges.items()}
+        judges.batch(batch)
+    return judges.found
+
+
+def routing_blob(found: Mapping[str, TopicValues]) -> bytes:
+    """A task's findings as one value of its result row (the one-pass job's, tasks/one_pass.py)."""
+    return orjson.dumps({topic: [dict(f.values), [list(x) for x in f.letters], f.unsure] for topic, f in found.items()})
+
+
+def routing_of(blobs: Iterable[bytes]) -> dict[str, TopicValues]:
+    """The findings of every task (`routing_blob`), per topic."""
+    out: dict[str, TopicValues] = {}
+    for blob in blobs:
+        for topic, (values, letters, unsure) in orjson.loads(blob).items():
+            mine = out.setdefault(topic, TopicValues(Counter(), []))
+            mine.values.update(values)
+            mine.letters.extend(Letter(*x) for x in letters)
+            mine.unsure = mine.unsure or unsure
+    return out
 
 
 def route_fn(  # type: ignore[no-untyped-def]
