@@ -108,13 +108,16 @@ def test_a_one_pass_task_routes_the_records_beside_writing_its_tables(tmp_path: 
     task = WriteTask("raw.clicks", schema, f"file://{tmp_path}/", "q-00000001", storage=StorageSettings())
     columns = (DirectColumn("id", "long"), DirectColumn("kind", "string"))
     clicks = DirectTable(task, columns, {("s", 0): (0, 9)}, False, route=RouteFilter("kind", frozenset({"click"})))
-    run = direct_fn([clicks], batch_id=1, judging=Judging({"s": STATIC}, DL))
+    task = WriteTask("raw.buys", schema, f"file://{tmp_path}/", "q-00000001", storage=StorageSettings())
+    buys = DirectTable(task, columns, {("s", 0): (0, 9)}, False, route=RouteFilter("kind", frozenset({"buy"})))
+    run = direct_fn([clicks, buys], batch_id=1, judging=Judging({"s": STATIC}, DL))
     values = [b'{"id": 1, "kind": "click"}', b'{"id": 2, "kind": "buy"}', b'{"id": 3, "kind": "refund"}', b"oops",
               b'{"id": 4, "kind": "click"}', b'{"id": 5}']  # fmt: skip
     rows = [SimpleNamespace(**r) for r in pa.Table.from_batches(list(run(iter([records(values)])))).to_pylist()]
-    assert [(r.table, r.record_count) for r in rows if r.table != ROUTING] == [(0, 2)], "the two clicks"
-    seen: Any = outcome(rows, 1)
-    assert [f.record_count for f in seen.files[0]] == [2]
+    assert sorted((r.table, r.record_count) for r in rows if r.table != ROUTING) == [(0, 2), (1, 1)]
+    seen: Any = outcome(rows, 2)
+    assert [f.record_count for f in seen.files[0]] == [2], "the two clicks"
+    assert [f.record_count for f in seen.files[1]] == [1], "the buy"
     assert dict(seen.routing["s"].values) == {"click": 2, "buy": 1}
     assert [(x.offset, x.error_class, x.message) for x in seen.routing["s"].letters] == [
         (2, "Unrouted", "field kind = 'refund' matches none of the rule's values"),
@@ -122,7 +125,7 @@ def test_a_one_pass_task_routes_the_records_beside_writing_its_tables(tmp_path: 
         (5, "Unrouted", "no value in field kind"),
     ]
     assert not seen.letters, "the routing's dead letters are not the table's"
-    assert outcome([r for r in rows if r.table != ROUTING], 1).routing is None, "not judged"
+    assert outcome([r for r in rows if r.table != ROUTING], 2).routing is None, "not judged"
 
 
 def test_an_outcome_of_some_tables_numbers_them_in_that_order() -> None:

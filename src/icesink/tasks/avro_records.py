@@ -18,6 +18,7 @@ from icesink.kafka import wire
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter, avro_letters, undecodable_letters
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.plain_rows import TOMBSTONE
+from icesink.tasks.shared_decode import decoded_once
 from icesink.tasks.table_out import NAMED, ORDER, REFUSED, TableOut
 
 
@@ -82,7 +83,12 @@ def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
         tombstones = carry.filter(dead)
         values, carry = values.filter(kept), carry.filter(kept)
         named = named.filter(kept) if named is not None else None
-    rows = avro.decode(values, named, carry)
+    if carry is None:  # the same rows for every table that decodes the records alike
+        assert isinstance(table.decoder, DirectAvro)
+        frames = frozenset(w.frame for w in table.decoder.writers)
+        rows = decoded_once(batch, out.decode_key, frames, lambda: avro.decode(values, named, None))
+    else:
+        rows = avro.decode(values, named, carry)
     if rows is None:
         return None
     if table.changes is not None:

@@ -193,7 +193,7 @@ class ConnectRows(CarriedRows):
     def _rollback(self, mark: int) -> None:
         del self._payloads[mark:]
 
-    def _row(self, value: bytes | None) -> bool:
+    def _row(self, value: bytes | None, routed: bool = False) -> bool:
         """Takes the record's payload, or says it is not Connect JSON with a schema whose rows fit the table."""
         if value is None and self._carry and self._key_column is not None:
             self._payloads.append((None, None))  # a tombstone

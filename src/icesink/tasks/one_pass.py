@@ -29,6 +29,7 @@ import pyarrow as pa
 from icesink.kafka import reader
 from icesink.model import PartitionRange, WrittenFile
 from icesink.runtime import faults
+from icesink.tasks import shared_decode
 from icesink.tasks.avro_records import avro_records, more_frames
 from icesink.tasks.dead_letters import encoded
 from icesink.tasks.decode_avro import DirectAvro
@@ -107,11 +108,13 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int, judging: Judging | N
         try:
             _take(batches, outs, tables, by_topic, avro, decline, seeking, judges)
         except BaseException:
+            shared_decode.forget()
             for out in outs.values():
                 out.close()  # files it wrote are never committed
             raise
         # Each table's last rows and the closing of its files, a few tables at a time: a small
         # table's file is mostly waiting on S3 (pyarrow lets go of the GIL meanwhile).
+        shared_decode.forget()
         with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
             done = list(pool.map(finish, outs.values()))
         written, keys = _finished(outs, done, declined)
@@ -140,21 +143,30 @@ def _take(
     alone = json[0] if len(json) == 1 and tables[json[0]].takes_all else None
     per_record = judges if judges is not None and not judges.avro and alone is None and by_topic else None
     for batch in batches:
-        if judges is not None and per_record is None:
+        if judges is not None and per_record is None and not judges.avro:
             judges.batch(batch)
         if alone is not None:
             if alone in outs:
                 json_values(batch, outs[alone], alone, decline)
         elif by_topic:
             json_records(batch, by_topic, outs, decline, per_record)
-        for i in avro:
-            out = outs.get(i)
-            if out is not None:
-                avro_records(batch, out, i, decline)
-            elif i in seeking:
-                more_frames(batch, *seeking[i])
+        _avro_tables(batch, outs, avro, decline, seeking)
+        if judges is not None and judges.avro:  # after the tables: the rows they decoded may count the values
+            judges.batch(batch)
         for i in [i for i, out in outs.items() if out.due]:
             flush_or_decline(outs, i, decline)
+
+
+def _avro_tables(
+    batch: pa.RecordBatch, outs: dict[int, TableOut], avro: list[int], decline: Any,
+    seeking: Mapping[int, tuple[TableOut, set[bytes]]],
+) -> None:  # fmt: skip
+    for i in avro:
+        out = outs.get(i)
+        if out is not None:
+            avro_records(batch, out, i, decline)
+        elif i in seeking:
+            more_frames(batch, *seeking[i])
 
 
 def results(

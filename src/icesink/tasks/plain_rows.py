@@ -49,19 +49,21 @@ class CarriedRows:
         self._coordinate_columns: list[tuple[pa.Array, pa.Array, pa.Array]] = []  # `add_all`'s
         self._keys: list[bytes | None] = []
 
-    def _row(self, value: bytes | None) -> bool | None:
+    def _row(self, value: bytes | None, routed: bool = False) -> bool | None:
         """Takes the record's value, or says it is not one the table takes (False), or that it is
-        another table's of a field-routed topic (None: passed over)."""
+        another table's of a field-routed topic (None: passed over). `routed`: the record is the
+        table's by its routing field (tasks/json_records.py looked)."""
         raise NotImplementedError
 
     def add(
-        self, value: bytes | None, coordinates: tuple[str, int, int] | None = None, key: bytes | None = None
+        self, value: bytes | None, coordinates: tuple[str, int, int] | None = None, key: bytes | None = None,
+        routed: bool = False,
     ) -> bool:  # fmt: skip
         """Takes the record's row (and, with `carry`, its topic, partition and offset; with
         `key_column`, its key); False (and nothing taken) when the record is not one of the
         table's rows (see the subclass), nor a tombstone this table takes. True, and nothing
         taken, for a record of a field-routed topic that is another table's."""
-        taken = self._row(value)
+        taken = self._row(value, routed)
         if taken is None:
             return True
         if not taken:
@@ -165,7 +167,7 @@ class DirectRows(CarriedRows):
         if self._envelope is not None:
             del self._other_images[others:]
 
-    def _row(self, value: bytes | None) -> bool | None:
+    def _row(self, value: bytes | None, routed: bool = False) -> bool | None:
         """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not a
         JSON object of the table's columns (or a change event of them), or (None) that it is
         another table's; its values' types are checked by `take`."""
@@ -176,7 +178,7 @@ class DirectRows(CarriedRows):
             tombstone = True
         else:
             found = json_object(value) if self._route is None else json_object_once(value)
-            if found is not None and self._route is not None:
+            if found is not None and self._route is not None and not routed:
                 verdict = self._route.verdict(found)
                 if verdict is not True:
                     return verdict

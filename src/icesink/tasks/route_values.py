@@ -34,7 +34,8 @@ from icesink.model import PartitionRange, TableRef
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter, json_problem
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
-from icesink.tasks.routing import RouteFilter, json_object_once
+from icesink.tasks.routing import RouteFilter, json_object_once, routable
+from icesink.tasks.shared_decode import decoded_of
 from icesink.tasks.table_out import NAMED
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
@@ -88,6 +89,8 @@ class _Judge:
     def avro(self, batch: pa.RecordBatch, topic: AvroTopic) -> None:
         """A batch of Avro records, decoded with the writer schemas the topic was planned with
         (any other record, or one that does not decode: Spark's pass judges the topic)."""
+        if self._counted(batch, topic):
+            return
         if self._avro is None:
             self._avro = AvroRows(topic.direct, topic.schema)
         carry = pa.table({"partition": batch.column("partition"), "offset": batch.column("offset")})
@@ -110,6 +113,28 @@ class _Judge:
                 self._all(rows.filter(pc.equal(spelled, value)), refused)
         if spelled.null_count and self._letters:
             self._all(rows.filter(pc.is_null(spelled)), self._route.no_value)
+
+    def _counted(self, batch: pa.RecordBatch, topic: AvroTopic) -> bool:
+        """Whether the values of `batch` were counted from the rows a table of the topic decoded of
+        it with the same writer schemas (tasks/shared_decode.py): when every value routes the
+        record somewhere (a letter needs the record's offset, which those rows do not carry)."""
+        frames = frozenset(w.frame for w in topic.direct.writers)
+        for rows in decoded_of(batch, frames):
+            if self._field.field not in rows.column_names or not routable(rows.schema.field(self._field.field).type):
+                continue
+            column = rows.column(self._field.field)
+            spelled = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
+            if spelled.null_count and self._letters:
+                return False
+            counts = pc.value_counts(spelled.drop_null()).flatten()
+            found = [(v.as_py(), n.as_py()) for v, n in zip(*counts, strict=True)]
+            if any(self._refusal(v) is not None for v, _ in found) and self._letters:
+                return False
+            for value, n in found:
+                if self._refusal(value) is None:
+                    self.found.values[value] += n
+            return True
+        return False
 
     def _all(self, rows: pa.Table, why: tuple[str, str]) -> None:
         for partition, offset in zip(rows.column(0).to_pylist(), rows.column(1).to_pylist(), strict=True):
@@ -182,9 +207,12 @@ class Judges:
         names the schema) of the judged topics."""
         topics = batch.column("topic")
         if self._avro:
-            for topic in pc.unique(topics).to_pylist():
+            found = pc.unique(topics).to_pylist()
+            for topic in found:
                 if topic in self._routes and not self._judge(topic).found.unsure:
-                    self._judge(topic).avro(batch.filter(pc.equal(topics, topic)), self._avro[topic])
+                    # A batch of one topic as it is: the rows its tables decoded of it may be shared.
+                    mine = batch if len(found) == 1 else batch.filter(pc.equal(topics, topic))
+                    self._judge(topic).avro(mine, self._avro[topic])
             return
         columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
         for topic, partition, offset, value in zip(*columns, strict=True):

@@ -31,6 +31,7 @@ from icesink.tasks.parquet_files import ROW_GROUP_ROWS
 from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
 from icesink.tasks.plain_rows import DirectRows, PlainEnvelope
 from icesink.tasks.routing import RouteFilter
+from icesink.tasks.shared_decode import decode_key
 
 # Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
 _CHUNK_ROWS = 8192
@@ -84,6 +85,8 @@ class TableOut:
         carry = table.changes is not None  # a table of changes orders them by their coordinates
         self.rows: DirectRows | ConnectRows | None = None
         self.avro = AvroRows(decoder, table.task.arrow_schema) if isinstance(decoder, DirectAvro) else None
+        # How its records decode, for the tables that decode them alike (tasks/shared_decode.py).
+        self.decode_key = decode_key(decoder, table.task.arrow_schema) if isinstance(decoder, DirectAvro) else b""
         spec = table.changes.keys if table.changes is not None else ()
         plain_key = table.key_decoder if isinstance(table.key_decoder, DirectColumn) else None
         if isinstance(decoder, DirectConnect):
