@@ -4,24 +4,32 @@ task's routing of the records beside its tables (tasks/one_pass.py, tasks/route_
 
 from __future__ import annotations
 
+import io
+import json
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import fastavro
 import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
 
+from icesink.batch.direct_avro import direct_avro
 from icesink.batch.direct_outcome import outcome
 from icesink.batch.route import Targets
 from icesink.batch.route_guess import RouteGuess
 from icesink.batch.routed_before import KEEP_BATCHES, RoutedBefore
+from icesink.kafka import wire
 from icesink.model import TableRef
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter
+from icesink.tasks.decode_avro import AvroRows
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
 from icesink.tasks.one_pass import ROUTING, direct_fn
-from icesink.tasks.route_values import Judging, TopicValues, routing_blob, routing_of
+from icesink.tasks.route_values import AvroTopic, Judging, TopicValues, routing_blob, routing_of
 from icesink.tasks.routing import RouteFilter
 from icesink.tasks.storage import StorageSettings
 from icesink.tasks.table_out import DirectTable
@@ -136,3 +144,44 @@ def test_an_outcome_of_some_tables_numbers_them_in_that_order() -> None:
     seen = outcome(rows, 3).only([1, 2])
     assert seen.declined == {1}
     assert seen.files[0] == []
+
+
+WRITER = {"type": "record", "name": "E", "fields": [{"name": "id", "type": "long"}, {"name": "ok", "type": "boolean"}]}
+
+
+def test_avro_records_are_decoded_once_for_the_tables_and_the_routing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    direct = direct_avro({wire.id_key(1): json.dumps(WRITER)}, T.StructType([
+        T.StructField("id", T.LongType()), T.StructField("ok", T.BooleanType()),
+    ]))  # fmt: skip
+    assert direct is not None
+    schema = pa.schema([
+        pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"}),
+        pa.field("ok", pa.bool_(), metadata={b"PARQUET:field_id": b"2"}),
+    ])  # fmt: skip
+    route = Route(field="ok", values=(("true", (CLICKS,)), ("false", (BUYS,))))
+
+    def table(name: str, value: str) -> DirectTable:
+        (tmp_path / name).mkdir()
+        task = WriteTask(name, schema, f"file://{tmp_path}/{name}/", "q-00000001", storage=StorageSettings())
+        return DirectTable(task, direct, {("s", 0): (0, 9)}, False, route=RouteFilter("ok", frozenset({value})))
+
+    decodes: list[int] = []
+    real = AvroRows.decode
+    monkeypatch.setattr(AvroRows, "decode", lambda self, *a, **k: decodes.append(1) or real(self, *a, **k))
+    merged = pa.schema([pa.field("id", pa.int64()), pa.field("ok", pa.bool_())])
+    run = direct_fn([table("raw.yes", "true"), table("raw.no", "false")], batch_id=1,
+                    judging=Judging({"s": route}, DL, {"s": AvroTopic(direct, merged)}))  # fmt: skip
+    values = []
+    for i in range(7):
+        buf = io.BytesIO()
+        buf.write(wire.id_key(1))
+        fastavro.schemaless_writer(buf, fastavro.parse_schema(WRITER), {"id": i, "ok": i % 3 == 0})
+        values.append(buf.getvalue())
+    rows = [SimpleNamespace(**r) for r in pa.Table.from_batches(list(run(iter([records(values)])))).to_pylist()]
+    seen: Any = outcome(rows, 2)
+    assert [f.record_count for f in seen.files[0]] == [3], "ids 0, 3, 6"
+    assert [f.record_count for f in seen.files[1]] == [4]
+    assert dict(seen.routing["s"].values) == {"true": 3, "false": 4}
+    assert len(decodes) == 1, "one decode for both tables and the routing"

@@ -34,7 +34,7 @@ from icesink.model import PartitionRange, TableRef
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter, json_problem
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
-from icesink.tasks.routing import RouteFilter, json_object_once, routable
+from icesink.tasks.routing import RouteFilter, json_object_once, routable, spelled_column
 from icesink.tasks.shared_decode import decoded_of
 from icesink.tasks.table_out import NAMED
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
@@ -104,7 +104,7 @@ class _Judge:
             return
         # By position after the two carried columns: the field may be named partition or offset.
         column = rows.column(2 + rows.column_names[2:].index(self._field.field))
-        spelled = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
+        spelled = spelled_column(column)
         for value, count in zip(*pc.value_counts(spelled.drop_null()).flatten(), strict=True):
             refused = self._refusal(value.as_py())
             if refused is None:
@@ -123,7 +123,7 @@ class _Judge:
             if self._field.field not in rows.column_names or not routable(rows.schema.field(self._field.field).type):
                 continue
             column = rows.column(self._field.field)
-            spelled = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
+            spelled = spelled_column(column)
             if spelled.null_count and self._letters:
                 return False
             counts = pc.value_counts(spelled.drop_null()).flatten()

@@ -59,9 +59,13 @@ class RouteFilter:
 
     def mask(self, column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
         """Which decoded rows the table takes (`column`: the routing column, of a `routable` type)."""
-        spelled = column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
-        taken = pc.is_in(spelled, value_set=pa.array(sorted(self.values), pa.string()))
+        taken = pc.is_in(spelled_column(column), value_set=pa.array(sorted(self.values), pa.string()))
         return pc.fill_null(taken, False)
+
+
+def spelled_column(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A routing column of a `routable` type as Spark's cast to string spells its values."""
+    return column if pa.types.is_string(column.type) else pc.cast(column, pa.string())
 
 
 def _utf8(value: str) -> bool:
