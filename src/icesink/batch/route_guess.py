@@ -69,7 +69,8 @@ class RouteGuess:
             new = sorted(set(f.values) - self.values.get(topic, frozenset()))
             if new:
                 shown = ", ".join(repr(v) for v in new[:5]) + (f" and {len(new) - 5} more" if len(new) > 5 else "")
-                return f"topic {topic} holds value(s) {shown} of field {self.judging.routes[topic].field} the batch was not planned with"  # noqa: E501
+                field = self.judging.routes[topic].field
+                return f"topic {topic} holds value(s) {shown} of field {field} the batch was not planned with"
         return None
 
     def unmet(self, found: Mapping[str, TopicValues], targets: Targets) -> set[TableRef]:
@@ -103,13 +104,16 @@ def routing_again(
     found: Mapping[str, TopicValues] | None,
 ) -> dict[str, TopicRouting]:  # fmt: skip
     """The guess refuted: the routing the tasks found (the topics they were unsure of: Spark's
-    pass), or the routing pass's when they did not judge every record (and no guess for a while)."""
+    pass), or the routing pass's when they did not judge every record; the topics that could not
+    be judged are not guessed for a while (batch/routed_before.py)."""
     log.info("batch %d: %s: planned again (the files written are not committed)", batch_id, refuted)
     faults.maybe_kill("guess-refuted", batch_id, ctx.spark)
     if found is None:
         ctx.routed_before.hold_off(guess.values, batch_id)
         again = route_in_tasks(ctx, ranges, batch_id)
     else:
+        # A topic of records the tasks cannot judge likely holds more: not guessed for a while.
+        ctx.routed_before.hold_off([t for t, f in found.items() if f.unsure], batch_id)
         again = {t: TopicRouting(frozenset(f.values), tuple(f.letters)) for t, f in found.items() if not f.unsure}
     ctx.routed_before.learn(batch_id, {topic: r.values for topic, r in again.items()})
     return again

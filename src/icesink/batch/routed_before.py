@@ -38,6 +38,7 @@ class RoutedBefore:
 
     def hold_off(self, topics: Iterable[str], batch_id: int) -> None:
         """No guess for these topics for a while: the last could not be judged (no one-pass job
-        ran for their tables), and the next would likely not be either."""
+        ran for their tables, or a record the tasks cannot judge as Spark would), and the next
+        would likely not be either."""
         for topic in topics:
             self._held_off[topic] = batch_id + KEEP_BATCHES
