@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from dev.bench.workloads import SCHEMA, event
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
+from tests.support.jobs import timed_run
 from tests.support.spark import letters, partitions, rows, table_offsets
 from tests.support.values import avro_config, avro_values
 
@@ -65,11 +65,7 @@ def test_one_pass_avro_tables_match_sparks_decoding_and_a_replay_adds_nothing_tw
             },
             **overrides,
         }
-        job = Job(spark, scenario.config(**avro_config(scenario, **settings)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**avro_config(scenario, **settings)))
 
     # Batch 0 creates the tables: the one-pass job creates them with the registry's latest schema.
     assert ["direct" in t.steps for t in run("direct")] == [True]

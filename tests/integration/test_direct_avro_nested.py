@@ -21,6 +21,7 @@ from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.baskets import BASKET, basket
 from tests.support.cli import run_cli
+from tests.support.jobs import timed_run
 from tests.support.spark import partitions, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values
@@ -58,11 +59,7 @@ def test_arrays_and_maps_in_one_pass_match_sparks_path_and_survive_a_crash(
         )
 
     def run(side: str, **overrides: Any) -> list[BatchTimings]:
-        job = Job(spark, scenario.config(**settings(side, **overrides)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**settings(side, **overrides)))
 
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_baskets" for side in sides}
     assert one_pass(run("direct")) == [(True, [])], "batch 0 creates the table in one pass"

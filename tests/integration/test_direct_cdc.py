@@ -29,6 +29,7 @@ from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
 from tests.support.debezium import plain_json_changes
+from tests.support.jobs import timed_run
 from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values, table_state
@@ -67,11 +68,7 @@ def changelog(scenario: Scenario, **overrides: Any) -> dict[str, Any]:
 
 
 def run_job(spark: SparkSession, scenario: Scenario, **overrides: Any) -> list[BatchTimings]:
-    job = Job(spark, scenario.config(**changelog(scenario, **overrides)))
-    seen: list[BatchTimings] = []
-    job.handler.on_timings = seen.append
-    job.run()
-    return seen
+    return timed_run(spark, scenario.config(**changelog(scenario, **overrides)))
 
 
 def both_sides_equal(
@@ -256,11 +253,7 @@ def test_debezium_json_without_schemas_in_one_pass_matches_sparks_path_and_a_rep
             "kafka.max_offsets_per_trigger": 360,
             "tables.order_by": "_source_lsn",
         }
-        job = Job(spark, scenario.config(**plain_debezium(**{**settings, **more})))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**plain_debezium(**{**settings, **more})))
 
     timings = {side: run(side) for side in sides}
     assert [one_pass(t) for t in timings["direct"]] == [True, True, True], "no decode step, batch 0's neither"
@@ -386,11 +379,9 @@ def test_string_keys_and_tombstones_in_one_pass_match_sparks_path(
             "kafka.max_offsets_per_trigger": 1_200,
             **more,
         }
-        job = Job(spark, scenario.config(**(avro_config(scenario, **settings) if value_format == "avro" else settings)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(
+            spark, scenario.config(**(avro_config(scenario, **settings) if value_format == "avro" else settings))
+        )
 
     def state(table: str) -> dict[int, int]:
         spark.sql(f"REFRESH TABLE {table}")

@@ -21,11 +21,11 @@ from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.debezium_avro import variable_decimal
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support import debezium as ce
 from tests.support.cli import run_cli
+from tests.support.jobs import timed_run
 from tests.support.spark import letters, partitions, rows, table_exists, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import table_state
@@ -109,11 +109,7 @@ def test_debezium_connect_json_in_one_pass_matches_sparks_path(
     sides = ("direct", "spark")
 
     def run(side: str) -> list[BatchTimings]:
-        job = Job(spark, scenario.config(**config(scenario, side, tmp_path)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**config(scenario, side, tmp_path)))
 
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_accounts" for side in sides}
     # The worst moment: a Python worker dies after writing batch 0's files, before reporting them.

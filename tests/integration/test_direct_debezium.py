@@ -14,9 +14,9 @@ from pyspark.sql import SparkSession
 from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
 from tests.support.debezium import AVRO_ENVELOPE, AVRO_KEY, avro_event, debezium_changes, debezium_config
+from tests.support.jobs import timed_run
 from tests.support.spark import letters, partitions, rows, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_keys, avro_values, table_state
@@ -45,11 +45,7 @@ def test_debezium_avro_changes_in_one_pass_match_sparks_path(
                 "kafka.max_offsets_per_trigger": 900,
             },
         )
-        job = Job(spark, scenario.config(**config))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**config))
 
     timings = {side: run(side) for side in sides}
     spark_steps = {"decode", "prepare", "write"}

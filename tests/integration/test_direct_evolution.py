@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
+from tests.support.jobs import timed_run
 from tests.support.spark import rows, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values
@@ -89,11 +89,7 @@ def test_new_writer_schemas_evolve_the_table_in_one_pass(spark: SparkSession, sc
     produce(archive, values(archive, [(i, 1 if i % 2 else 2) for i in range(6)]))
 
     def run(**settings: Any) -> list[BatchTimings]:
-        job = Job(spark, scenario.config(**avro_config(scenario, **settings)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**avro_config(scenario, **settings)))
 
     assert [one_pass_alone(t, 2) for t in run()] == [True], "archive: a second job for v1's records"
 
@@ -192,11 +188,7 @@ def test_json_records_with_new_fields_evolve_the_table_in_one_pass(
             "job.checkpoint_location": str(tmp_path / side),
             "decode.direct_json": sides[side],
         }
-        job = Job(spark, scenario.config(**settings))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**settings))
 
     assert [one_pass_alone(t, 1) for t in run("direct")] == [True]
     run("spark")

@@ -13,8 +13,8 @@ from pyspark.sql import SparkSession
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
 from icesink.batch import direct_json
-from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
+from tests.support.jobs import timed_run
 from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
 
 pytestmark = [pytest.mark.slow]
@@ -49,11 +49,7 @@ def test_one_pass_tables_match_sparks_decoding_and_a_replay_adds_nothing_twice(
             "tables.per_table": {f"{scenario.prefix}_clean": {"partition_by": ["bucket(4, id)", "name"]}},
             **overrides,
         }
-        job = Job(spark, scenario.config(**settings))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**settings))
 
     for side in sides:  # batch 0 creates the tables, with their first snapshot in one commit
         steps = [("direct" in t.steps, "decode" in t.steps) for t in run(side)]
@@ -151,11 +147,7 @@ def test_nested_json_takes_the_one_pass_job_for_a_new_table_and_after(
             "job.checkpoint_location": str(tmp_path / side),
             "decode.direct_json": sides[side],
         }
-        job = Job(spark, scenario.config(**settings))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**settings))
 
     def by_id(table: str) -> dict[int, dict[str, Any]]:
         """Each row, nested values as dicts and lists (a struct's None does not sort against a string)."""

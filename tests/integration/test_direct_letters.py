@@ -17,10 +17,10 @@ from pyspark.sql import SparkSession
 from dev.bench.workloads import CDC_SCHEMA, SCHEMA, cdc_changes, event
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
+from tests.support.jobs import timed_run
 from tests.support.spark import rows, snapshots, table_offsets
 from tests.support.values import avro_config, avro_values
 
@@ -43,11 +43,7 @@ def dead_letters(spark: SparkSession, namespace: str) -> list[tuple[Any, ...]]:
 
 
 def run(spark: SparkSession, scenario: Scenario, settings: dict[str, Any]) -> list[BatchTimings]:
-    job = Job(spark, scenario.config(**settings))
-    seen: list[BatchTimings] = []
-    job.handler.on_timings = seen.append
-    job.run()
-    return seen
+    return timed_run(spark, scenario.config(**settings))
 
 
 def one_pass(timings: list[BatchTimings]) -> list[bool]:

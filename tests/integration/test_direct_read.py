@@ -16,8 +16,8 @@ from pyspark.sql import SparkSession
 from dev.kit.endpoints import KAFKA
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime.timings import BatchTimings
+from tests.support.jobs import timed_run
 from tests.support.spark import table_offsets
 
 pytestmark = [pytest.mark.slow]
@@ -52,11 +52,7 @@ def test_aborted_transactions_are_left_out_as_sparks_source_leaves_them_out(
             "job.checkpoint_location": str(tmp_path / side),
             "kafka.direct_read": direct_read,
         }
-        job = Job(spark, scenario.config(**settings))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**settings))
 
     with caplog.at_level(logging.INFO, logger="icesink.batch.direct"):
         assert ["direct" in t.steps for t in run("librdkafka", True)] == [True]

@@ -20,6 +20,7 @@ from icesink.job.query import Job
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
+from tests.support.jobs import timed_run
 from tests.support.spark import letters, rows, snapshots, table_offsets
 from tests.support.values import avro_config, avro_values
 
@@ -59,11 +60,7 @@ def test_json_tables_routed_by_a_field_take_the_one_pass_job(
         }
 
     def run(side: str, **more: Any) -> list[BatchTimings]:
-        job = Job(spark, scenario.config(**settings(side, **more)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**settings(side, **more)))
 
     def tables(side: str) -> dict[str, list[tuple[Any, ...]]]:
         names = ("clicks", "buys", "audit", "alpha", "beta")
@@ -218,11 +215,7 @@ def test_avro_tables_routed_by_a_field_take_the_one_pass_job(
             "tables.per_table": {"purchases": {"mode": "upsert", "key_columns": ["id"]}},
             **more,
         }
-        job = Job(spark, scenario.config(**avro_config(scenario, **settings)))
-        seen: list[BatchTimings] = []
-        job.handler.on_timings = seen.append
-        job.run()
-        return seen
+        return timed_run(spark, scenario.config(**avro_config(scenario, **settings)))
 
     def tables(side: str) -> dict[str, list[tuple[Any, ...]]]:
         return {n: rows(spark, f"{CATALOG}.{scenario.namespace}_{side}.{n}") for n in ("views", "purchases")}

@@ -15,9 +15,9 @@ from pyspark.sql import SparkSession
 
 from dev.kit.kafka import create_topics, end_offsets, produce
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.job.query import Job
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
+from tests.support import jobs
 from tests.support.cli import run_cli
 from tests.support.spark import snapshots, table_offsets
 from tests.support.trino import trino_rows
@@ -67,11 +67,7 @@ def record(i: int, version: int) -> dict[str, Any]:
 
 def timed_run(spark: SparkSession, scenario: Scenario, settings: dict[str, Any]) -> list[BatchTimings]:
     """The job run once (available-now) with `settings`; its batches' timings."""
-    job = Job(spark, scenario.config(**settings))
-    seen: list[BatchTimings] = []
-    job.handler.on_timings = seen.append
-    job.run()
-    return seen
+    return jobs.timed_run(spark, scenario.config(**settings))
 
 
 def one_pass(timings: list[BatchTimings]) -> list[tuple[bool, list[str]]]:
