@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -168,7 +170,17 @@ def wait_for_stack(timeout_s: float = 900) -> None:
 def measure_once(name: str, spec_json: str, log: Path) -> dict[str, Any]:
     """Runs one worker process, sampling its memory; returns its emitted results and peaks."""
     print(f"[{time.strftime('%H:%M:%S')}] {name} ...", flush=True)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Spark's scratch (its copy of the jars, ~120 MB) in a folder of the run's, removed after it:
+    # a worker that does not end cleanly leaves its own in /tmp otherwise, and they fill the disk.
+    scratch = tempfile.mkdtemp(prefix="icesink-bench-spark-")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "SPARK_LOCAL_DIRS": scratch}
+    try:
+        return _measured(name, spec_json, log, env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _measured(name: str, spec_json: str, log: Path, env: dict[str, str]) -> dict[str, Any]:
     with open(log, "a") as err:
         err.write(f"\n===== {name} {spec_json}\n")
         err.flush()
