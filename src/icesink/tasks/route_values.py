@@ -13,7 +13,7 @@ routes that topic with Spark's pass instead.
 
 The same judges run inside the one-pass job's tasks when a batch was planned with the values its
 topics held before (batch/route_guess.py): `Judges`, and their findings as one value of a result
-row (`encoded`, `merged`).
+row (`routing_blob`, `routing_of`).
 """
 
 from __future__ import annotations
