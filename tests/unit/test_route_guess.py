@@ -29,7 +29,7 @@ from icesink.tasks.decode_avro import AvroRows
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
 from icesink.tasks.one_pass import ROUTING, direct_fn
-from icesink.tasks.route_values import AvroTopic, Judging, TopicValues, routing_blob, routing_of
+from icesink.tasks.route_judges import AvroTopic, Judging, TopicValues, routing_blob, routing_of
 from icesink.tasks.routing import RouteFilter
 from icesink.tasks.storage import StorageSettings
 from icesink.tasks.table_out import DirectTable

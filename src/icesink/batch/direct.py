@@ -55,7 +55,7 @@ from icesink.tasks.files import (
 )
 from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
-from icesink.tasks.route_values import Judging, TopicValues
+from icesink.tasks.route_judges import Judging, TopicValues
 from icesink.tasks.table_out import NAMED, ORDER, DirectTable
 
 log = logging.getLogger(__name__)

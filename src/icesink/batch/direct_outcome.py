@@ -21,7 +21,7 @@ from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.descriptors import written_file
 from icesink.tasks.one_pass import ROUTING, UNREAD
-from icesink.tasks.route_values import TopicValues, routing_of
+from icesink.tasks.route_judges import TopicValues, routing_of
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ class Outcome:
     too_many: frozenset[int]  # tables with more dead letters than the job reads back (`MAX_LETTERS`)
     # Avro tables declined for records of writer schemas they were not given: those schemas' frames.
     frames: Mapping[int, frozenset[bytes]] = field(default_factory=dict)
-    # The routing of field-routed topics the tasks judged (tasks/route_values.Judging): per topic,
+    # The routing of field-routed topics the tasks judged (tasks/route_judges.Judging): per topic,
     # the values met and the dead letters of the records no table takes; None when not judged.
     routing: Mapping[str, TopicValues] | None = None
 

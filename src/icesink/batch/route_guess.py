@@ -6,7 +6,7 @@ seldom change from batch to batch (a table per event type, per tenant), so a bat
 the values the topic held in the job's last batches (batch/routed_before.py), or, for a topic the
 job has not routed yet, those of a sample of its first records (read and judged on the driver).
 The one-pass job's tasks then judge every record of the topic as the routing pass would, beside
-writing the tables (tasks/route_values.Judging), and the driver checks the guess:
+writing the tables (tasks/route_judges.Judging), and the driver checks the guess:
 
 - the tasks met only values the batch was planned with: their findings are the routing; their
   dead letters are written, and the tables planned for values they did not meet are neither
@@ -33,7 +33,8 @@ from icesink.batch.route_tasks import route_in_tasks, routes_in_tasks
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TableRef
 from icesink.runtime import faults
-from icesink.tasks.route_values import Judging, TopicValues, judged
+from icesink.tasks.route_judges import Judging, TopicValues
+from icesink.tasks.route_values import judged
 from icesink.tasks.table_out import NAMED
 
 log = logging.getLogger(__name__)

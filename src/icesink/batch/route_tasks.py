@@ -33,7 +33,8 @@ from icesink.kafka import reader
 from icesink.model import PartitionRange
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter
-from icesink.tasks.route_values import ROUTE_DDL, AvroTopic, route_fn
+from icesink.tasks.route_judges import AvroTopic
+from icesink.tasks.route_values import ROUTE_DDL, route_fn
 from icesink.tasks.routing import routable
 
 log = logging.getLogger(__name__)

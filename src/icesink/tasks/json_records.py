@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
-from icesink.tasks.route_values import Judges
+from icesink.tasks.route_judges import Judges
 from icesink.tasks.routing import RouteFilter, json_object_once
 from icesink.tasks.table_out import ORDER, REFUSED, TableOut
 

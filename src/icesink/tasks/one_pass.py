@@ -11,7 +11,7 @@ record of an append table that is beyond doubt a dead letter there is one here i
 table declined for records of writer schemas it was not given reports their frames (every one its
 records carry, the rest of its records only looked at): the driver may learn them, evolve the
 table and run it again in one pass (batch/direct_rounds.py). With `judging`, the tasks also route
-the records of field-routed topics as the routing pass would (tasks/route_values.py) and report
+the records of field-routed topics as the routing pass would (tasks/route_judges.py) and report
 what they found (`ROUTING`): the driver planned the batch with the values those topics held
 before, and checks that guess (batch/route_guess.py).
 """
@@ -35,7 +35,7 @@ from icesink.tasks.dead_letters import encoded
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
 from icesink.tasks.json_records import json_records, json_values
-from icesink.tasks.route_values import Judges, Judging, routing_blob
+from icesink.tasks.route_judges import Judges, Judging, routing_blob
 from icesink.tasks.table_out import NAMED, DirectTable, TableOut, finish, flush_or_decline
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 

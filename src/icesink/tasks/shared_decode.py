@@ -1,6 +1,6 @@
 """Avro records decoded once for all that decode them alike, in a task: the tables of a field-routed
 topic each decode the same records whole and keep their own (TableOut.routed), and a guessed
-batch's routing judge reads the field from those rows (tasks/route_values.py). The last batch only.
+batch's routing judge reads the field from those rows (tasks/route_judges.py). The last batch only.
 """
 
 from __future__ import annotations
