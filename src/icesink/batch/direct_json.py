@@ -17,7 +17,7 @@ from icesink.batch.direct_keys import KeySide, with_key_column
 from icesink.batch.direct_routing import route_values
 from icesink.batch.plan import TablePlan
 from icesink.batch.route import Targets
-from icesink.batch.sources import own_ranges, read_ranges
+from icesink.batch.sources import heads, own_ranges, read_ranges
 from icesink.batch.work import Planned
 from icesink.config import IncompatiblePolicy
 from icesink.iceberg.jvm import JavaObject
@@ -154,11 +154,7 @@ def _sample(ctx: BatchContext, targets: Targets, item: Item, records: int) -> Da
 
 def _sample_ranges(targets: Targets, item: Item, records: int) -> list[PartitionRange]:
     plan = item[0]
-    return [
-        PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
-        for r in own_ranges(plan, targets.ranges[plan.table])
-        for last in [min(r.last_offset, r.first_offset + records - 1)]
-    ]
+    return heads(own_ranges(plan, targets.ranges[plan.table]), records)
 
 
 def routed_by(targets: Targets, item: Item) -> RouteFilter | str | None:
@@ -193,12 +189,6 @@ def share_inferred(ctx: BatchContext, targets: Targets, item: Item) -> StructTyp
     return _inferred_from(ctx, item, ranges, route)
 
 
-# The driver's reads are of a new table's topics, one after the other: librdkafka fetched the
-# metadata of a topic newly assigned to a consumer at its next periodic refresh, a second later
-# (each sample of a first batch of 200 new tables took 1.0 s, 0.1 s with this).
-_DRIVER_READS = {"topic.metadata.refresh.interval.ms": "100"}
-
-
 def _inferred_from(
     ctx: BatchContext, item: Item, ranges: list[PartitionRange], route: RouteFilter | None = None
 ) -> StructType | None:  # fmt: skip
@@ -206,7 +196,7 @@ def _inferred_from(
         return None
     values: list[bytes | None] = []
     try:
-        for batch in reader.RangeReader({**ctx.librdkafka, **_DRIVER_READS}).batches(ranges):
+        for batch in reader.RangeReader({**ctx.librdkafka, **reader.DRIVER_READS}).batches(ranges):
             values += batch.column("value").to_pylist()
     except reader.RangeReadError as e:
         log.info("table %s: its records are read through Spark's source: %s", item[0].table, e)

@@ -30,6 +30,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode import VALUE
 from icesink.batch.route import Targets, TopicRouting
 from icesink.batch.route_tasks import route_in_tasks, routes_in_tasks
+from icesink.batch.sources import heads
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TableRef
 from icesink.runtime import faults
@@ -41,9 +42,6 @@ log = logging.getLogger(__name__)
 
 # Records of each topic-partition of a topic the job has not routed yet whose values plan its batch.
 SAMPLE_RECORDS = 500
-# The driver's reads of a sample: librdkafka fetches a newly assigned topic's metadata at its next
-# periodic refresh (see batch/direct_json._DRIVER_READS).
-_DRIVER_READS = {"topic.metadata.refresh.interval.ms": "100"}
 
 
 @dataclass(frozen=True)
@@ -152,14 +150,10 @@ def _sampled(ctx: BatchContext, ranges: Sequence[PartitionRange], judging: Judgi
     None when librdkafka cannot read them or a record cannot be judged."""
     if ctx.librdkafka is None:
         return None
-    sample = [
-        PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
-        for r in ranges
-        for last in [min(r.last_offset, r.first_offset + SAMPLE_RECORDS - 1)]
-    ]
+    sample = heads(ranges, SAMPLE_RECORDS)
     header = VALUE.schema_id_header if judging.avro else None
     try:
-        batches = reader.RangeReader({**ctx.librdkafka, **_DRIVER_READS}).batches(sample, header, NAMED)
+        batches = reader.RangeReader({**ctx.librdkafka, **reader.DRIVER_READS}).batches(sample, header, NAMED)
         found = judged(batches, judging.routes, judging.reserved, judging.avro)
     except reader.RangeReadError as e:
         log.info("field-routed topics: a sample of their records could not be read with librdkafka: %s", e)

@@ -32,6 +32,15 @@ class Sources:
     persisted: list[DataFrame] = field(default_factory=list)  # to unpersist after the batch
 
 
+def heads(ranges: Iterable[PartitionRange], records: int) -> list[PartitionRange]:
+    """The first `records` records of each range (a sample of them)."""
+    return [
+        PartitionRange(r.tp, r.first_offset, last, last - r.first_offset + 1)
+        for r in ranges
+        for last in [min(r.last_offset, r.first_offset + records - 1)]
+    ]
+
+
 def own_ranges(plan: TablePlan, ranges: Iterable[PartitionRange]) -> list[PartitionRange]:
     """The table's ranges of the batch from the first offset it does not hold yet; topic-partitions
     it holds entirely are left out."""

@@ -112,10 +112,11 @@ class _Judge:
                 return False
             counts = pc.value_counts(spelled.drop_null()).flatten()
             found = [(v.as_py(), n.as_py()) for v, n in zip(*counts, strict=True)]
-            if any(self._refusal(v) is not None for v, _ in found) and self._letters:
+            refused = {v for v, _ in found if self._refusal(v) is not None}
+            if refused and self._letters:
                 return False
             for value, n in found:
-                if self._refusal(value) is None:
+                if value not in refused:
                     self.found.values[value] += n
             return True
         return False
