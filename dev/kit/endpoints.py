@@ -9,6 +9,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 KAFKA = os.environ.get("ICESINK_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
 CATALOG_URI = os.environ.get("ICESINK_CATALOG_URI", "http://127.0.0.1:8181")
+# Project Nessie's Iceberg REST API (`dev/stack up --with-nessie`): the second catalog of the tests.
+NESSIE_URI = os.environ.get("ICESINK_NESSIE_URI", "http://127.0.0.1:19120/iceberg")
 S3_ENDPOINT = os.environ.get("ICESINK_S3_ENDPOINT", "http://127.0.0.1:7070")
 REGISTRY_URL = os.environ.get("ICESINK_REGISTRY_URL", "http://127.0.0.1:8081/apis/ccompat/v7")
 SPARK_MASTER = os.environ.get("ICESINK_SPARK_MASTER", "spark://127.0.0.1:7077")

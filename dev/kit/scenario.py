@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import uuid
@@ -25,11 +26,17 @@ class Scenario:
     prefix: str
     namespace: str
     checkpoint: Path
+    catalog: str = CATALOG  # the Spark catalog name of the tables, and its REST endpoint
+    catalog_uri: str = CATALOG_URI
 
     @classmethod
     def new(cls, tmp_path: Path) -> Scenario:
         tag = uuid.uuid4().hex[:8]
         return cls(prefix=f"it{tag}", namespace=f"it_{tag}", checkpoint=tmp_path / "checkpoint")
+
+    def on(self, catalog: str, uri: str) -> Scenario:
+        """The same scenario with its tables in another REST catalog (its name in Spark, its URI)."""
+        return dataclasses.replace(self, catalog=catalog, catalog_uri=uri)
 
     def topic(self, name: str) -> str:
         return f"{self.prefix}_{name}"
@@ -40,7 +47,7 @@ class Scenario:
 
     def table(self, name: str) -> str:
         """The table of topics `topic(name)` (with the daily suffix stripped from `name`)."""
-        return f"{CATALOG}.{self.namespace}.{self.prefix}_{name}"
+        return f"{self.catalog}.{self.namespace}.{self.prefix}_{name}"
 
     def raw_config(self, **overrides: Any) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -50,7 +57,7 @@ class Scenario:
                 "trigger": {"mode": "available-now"},
             },
             "kafka": {"bootstrap_servers": KAFKA, "subscribe_pattern": self.pattern},
-            "catalog": {"name": CATALOG, "uri": CATALOG_URI},
+            "catalog": {"name": self.catalog, "uri": self.catalog_uri},
             "s3": {"endpoint": S3_ENDPOINT},
             "tables": {"namespace": self.namespace},
             # The job's own maintenance commits at moments of its own (a thread beside the
