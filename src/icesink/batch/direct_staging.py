@@ -69,9 +69,16 @@ def create(ctx: BatchContext, d: DirectItem) -> JavaObject | None:
         location=str(table.location()),
     )
     if not ctx.catalog.same_layout(made, table):
-        log.warning(
-            "table %s: created elsewhere or with other field ids than staged (another writer?); the files written "
-            "for it are not committed", plan.table,
-        )  # fmt: skip
+        if made.location() != table.location() and ctx.catalog.same_layout(made, table, located=False):
+            # Nessie puts a new table where it chooses: the files are outside the table's location.
+            log.info(
+                "table %s: the catalog created it at %s, not at the staged location; its first batch is written "
+                "by Spark's path", plan.table, made.location(),
+            )  # fmt: skip
+        else:
+            log.warning(
+                "table %s: created elsewhere or with other field ids than staged (another writer?); the files "
+                "written for it are not committed", plan.table,
+            )  # fmt: skip
         return None
     return made

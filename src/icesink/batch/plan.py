@@ -100,7 +100,7 @@ def load_and_plan(
 ) -> tuple[TablePlan, JavaObject | None]:
     """The table's plan against the offsets it has committed; refuses a Kafka log that ends below them."""
     table = ctx.catalog.load(ref)
-    committed = ctx.catalog.committed_offsets(table) if table is not None else {}
+    committed = ctx.catalog.committed_offsets(table, ref) if table is not None else {}
     plan = plan_table(ref, ranges, committed)
     if plan.keep_from:
         # A replay, a reset, or a topic recreated under the same name: only Kafka can tell.

@@ -16,7 +16,7 @@ from pyspark.java_gateway import ensure_callback_server_started
 from pyspark.sql import SparkSession
 
 from icesink.errors import CommitError, CommitOutcomeUnknownError
-from icesink.iceberg import ancestry, fence
+from icesink.iceberg import ancestry, fence, offsets_marker
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.file_descriptions import Described
 from icesink.iceberg.jvm import JavaObject
@@ -52,9 +52,12 @@ def commit_files(
     query_id: str,
     batch_id: int,
     key_columns: Sequence[str] = (),
+    last: JavaObject | None = None,
 ) -> CommitResult:
     """ONE snapshot holding `files`, with the table's offsets advanced past this batch: an
-    append, or a RowDelta when there are equality deletes (over `key_columns`).
+    append, or a RowDelta when there are equality deletes (over `key_columns`). `last`: the job's
+    own last commit to the table (its snapshot), where a catalog without history hides the offsets
+    behind a rewrite (offsets_marker.committed_offsets).
 
     The batch was planned against `plan.committed`. If the table moved past those offsets for
     any topic-partition of this batch in the meantime (another job writing the same topics),
@@ -70,7 +73,7 @@ def commit_files(
     # refreshed here only when another writer moved offsets of topic-partitions this batch does
     # not carry, which the summary carries forward.
     for _ in range(_OTHERS_MOVED_ATTEMPTS):
-        now = ancestry.committed_offsets(table)
+        now = offsets_marker.committed_offsets(table, last)
         if any(now.get(tp) != plan.committed.get(tp) for tp in plan.batch_tps):
             raise _offsets_moved(ref, plan, now)
         update = pending_update(spark, table, data, deletes, key_columns)
@@ -165,7 +168,8 @@ def _commit_fenced(
     When the outcome is unclear (the catalog's answer was lost, or a re-sent request found its
     first attempt applied), the table itself says whether this batch landed."""
     ensure_callback_server_started(spark.sparkContext._gateway)  # type: ignore[no-untyped-call]
-    update.validateWith(fence.OffsetsUnchanged(now)).deleteWith(fence.KeepFiles())
+    planned = table.currentSnapshot()  # the table as loaded while planning (the commit refreshes it)
+    update.validateWith(fence.OffsetsUnchanged(now, planned)).deleteWith(fence.KeepFiles())
     try:
         update.commit()
         return _ids(table.currentSnapshot())

@@ -18,14 +18,14 @@ def spark_jtype(jvm: Any, dtype: Any) -> JavaObject:
     return jvm.org.apache.spark.sql.types.DataType.fromJson(dtype.json())
 
 
-def table_schema(jvm: Any, schema: StructType, key_columns: Sequence[str]) -> JavaObject:
+def table_schema(jvm: Any, schema: StructType, key_columns: Sequence[str], identifiers: bool = True) -> JavaObject:
     """The Iceberg schema of a new table: every column optional but the key columns, which are
-    required and its identifier fields."""
+    required and (with `identifiers`) its identifier fields."""
     keys = set(key_columns)
     fields = [StructField(f.name, f.dataType, f.name not in keys, f.metadata) for f in schema.fields]
     ice = jvm.org.apache.iceberg
     jschema = ice.spark.SparkSchemaUtil.convert(spark_jtype(jvm, StructType(fields)))
-    if not keys:
+    if not keys or not identifiers:
         return jschema
     ids = jvm.java.util.HashSet()
     for k in key_columns:

@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from icesink.errors import CommitError
-from icesink.iceberg import ancestry, table_layout, transaction
+from icesink.iceberg import ancestry, offsets_marker, table_layout, transaction
 from icesink.iceberg.commit import CommitResult, commit_files
 from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array
 from icesink.iceberg.snapshot_offsets import OffsetsFound
@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 _ALREADY_EXISTS = "org.apache.iceberg.exceptions.AlreadyExistsException"
 _NO_SUCH_TABLE = "org.apache.iceberg.exceptions.NoSuchTableException"
+_SERVER_ERROR = "org.apache.iceberg.exceptions.ServiceFailureException"
 
 
 class IcebergCatalog:
@@ -47,6 +48,12 @@ class IcebergCatalog:
         self.requests = 0
         self.multi_table = False  # a batch's tables in one commit request (use_multi_table_commit)
         self._requests_lock = threading.Lock()  # the per-table steps run in several threads
+        # Whether new tables get their key columns as identifier fields: Nessie 0.99 fails (HTTP
+        # 500, a NullPointerException in its schema mapping) to create a table that has any. The
+        # key columns stay required and remain the equality deletes' columns either way.
+        self._identifiers = True
+        # The job's last commit to each table (its Java snapshot): offsets_marker.committed_offsets.
+        self._last_commits: dict[TableRef, JavaObject] = {}
 
     # ------------------------------------------------------------------ tables
 
@@ -102,7 +109,12 @@ class IcebergCatalog:
             builder = builder.withLocation(location)
         try:
             self._count(1)
-            table = builder.create()
+            try:
+                table = builder.create()
+            except Py4JJavaError as e:
+                if not self._without_identifiers(ref, key_columns, e):
+                    raise
+                return self.create(ref, schema, properties, partition_by, key_columns, sort_by, location)
             log.info(
                 "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
                 f", key {list(key_columns)}" if key_columns else "",
@@ -136,13 +148,28 @@ class IcebergCatalog:
         except Py4JJavaError as e:
             if e.java_exception.getClass().getName() == _ALREADY_EXISTS:
                 return None
+            if self._without_identifiers(ref, key_columns, e):
+                return self.stage(ref, schema, properties, key_columns, sort_by, partition_by)
             raise
 
-    def same_layout(self, table: JavaObject, staged: JavaObject) -> bool:
-        """Whether files written for `staged` (from `stage`) fit `table`: the same location, the
-        same field ids, names and types, the same partition spec."""
+    def _without_identifiers(self, ref: TableRef, key_columns: Sequence[str], e: Py4JJavaError) -> bool:
+        """Whether to create `ref` again without identifier fields: the catalog failed on a table
+        with them (a server error); said once."""
+        if not key_columns or not self._identifiers or e.java_exception.getClass().getName() != _SERVER_ERROR:
+            return False
+        self._identifiers = False
+        log.warning(
+            "catalog %s failed to create table %s with its key columns %s as identifier fields (%s); its new tables "
+            "are created without identifier fields (the key columns stay required, and the equality deletes' columns)",
+            self._name, ref, list(key_columns), str(e.java_exception.getMessage()).splitlines()[0],
+        )  # fmt: skip
+        return True
+
+    def same_layout(self, table: JavaObject, staged: JavaObject, located: bool = True) -> bool:
+        """Whether files written for `staged` (from `stage`) fit `table`: the same location (unless
+        not `located`), the same field ids, names and types, the same partition spec."""
         return bool(
-            table.location() == staged.location()
+            (not located or table.location() == staged.location())
             and table.schema().sameSchema(staged.schema())
             and table.spec().compatibleWith(staged.spec())
         )
@@ -157,7 +184,7 @@ class IcebergCatalog:
         sort_by: Sequence[str],
     ) -> JavaObject:
         self.ensure_namespace(ref.namespace)
-        jschema = table_layout.table_schema(self._jvm, schema, key_columns)
+        jschema = table_layout.table_schema(self._jvm, schema, key_columns, self._identifiers)
         builder = self._catalog.buildTable(self._identifier(ref), jschema)
         builder = builder.withPartitionSpec(table_layout.partition_spec(self._jvm, jschema, partition_by))
         builder = builder.withProperties(table_layout.table_properties(self._jvm, properties))
@@ -238,9 +265,11 @@ class IcebergCatalog:
 
     # ------------------------------------------------------------------ offsets and commits
 
-    def committed_offsets(self, table: JavaObject) -> Offsets:
-        """The table's offsets: those of its newest offset-bearing snapshot (compactions carry none)."""
-        return ancestry.committed_offsets(table)
+    def committed_offsets(self, table: JavaObject, ref: TableRef | None = None) -> Offsets:
+        """The table's offsets: those of its newest offset-bearing snapshot (compactions carry none;
+        where the catalog serves no history, see offsets_marker.committed_offsets: `ref`'s last
+        commit by this job helps)."""
+        return offsets_marker.committed_offsets(table, self._last_commits.get(ref) if ref is not None else None)
 
     def newest_offsets(self, table: JavaObject) -> OffsetsFound[JavaObject] | None:
         """The table's newest offset-bearing snapshot, its offsets and summary; None when none has any."""
@@ -257,7 +286,11 @@ class IcebergCatalog:
     ) -> CommitResult:
         """ONE fenced snapshot holding `files` with the table's offsets advanced (see commit.py)."""
         self._count(2)  # Iceberg refreshes the table as it applies the commit, then sends it
-        return commit_files(self._spark, table, files, plan, query_id, batch_id, key_columns)
+        result = commit_files(
+            self._spark, table, files, plan, query_id, batch_id, key_columns, self._last_commits.get(plan.table)
+        )
+        self._remember([result])
+        return result
 
     def use_multi_table_commit(self, wanted: bool) -> str:
         """From now on, a batch's tables in one commit request where `wanted` and served; says how
@@ -271,7 +304,15 @@ class IcebergCatalog:
         """Every table's fenced snapshot in one request, or None: commit them one by one instead
         (transaction.commit_together)."""
         self._count(1)
-        return transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
+        results = transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
+        self._remember(results or [])
+        return results
+
+    def _remember(self, results: Sequence[CommitResult]) -> None:
+        # No py4j call here: the snapshot is read only where a catalog hides a table's offsets.
+        for r in results:
+            if r.snapshot is not None:
+                self._last_commits[r.table] = r.snapshot
 
     # ------------------------------------------------------------------ helpers
 

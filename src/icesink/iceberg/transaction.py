@@ -163,7 +163,7 @@ def _staged(spark: SparkSession, t: TableFiles, query_id: str, batch_id: int) ->
     """The table's snapshot of the batch committed into a transaction of its own on the table as
     planned (its manifests written; no catalog request); None when its offsets moved since the
     batch was planned."""
-    now = ancestry.committed_offsets(t.table)
+    now = ancestry.committed_offsets(t.table)  # hidden behind a rewrite (no history served): moved
     if any(now.get(tp) != t.plan.committed.get(tp) for tp in t.plan.batch_tps):
         return None
     data = [f for f in t.files if f.content == "data"]

@@ -18,19 +18,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
 from icesink.config import Config
+from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult
+from icesink.iceberg.jvm import JavaObject
 from icesink.job.maintenance_due import Due, TableHealth, due, maintained
 from icesink.model import TableRef
 from icesink.ops import maintain as maintenance
 
 log = logging.getLogger(__name__)
 
+_KEPT_COMMITS = 32
+_HANDOVER_WAIT_S = 3.0
 JOB_GROUP = "icesink-maintenance"  # its Spark jobs: not counted as a batch's, in a scheduler pool of their own
 _CLOSE_WAIT_S = 120
 
@@ -58,6 +63,9 @@ class Maintainer:
         self._expire_after = maintenance.parse_age(config.maintenance.expire_after)
         self._health: dict[TableRef, TableHealth] = {}
         self._newest: dict[TableRef, CommitResult] = {}  # commits not yet looked at, newest per table
+        # The job's last commits per table (their Java snapshots, read on this thread only): what a
+        # compaction re-applied on top of one of them carries again (iceberg/offsets_marker.py).
+        self._commits: dict[TableRef, deque[JavaObject]] = {}
         self._wake = threading.Condition()
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -83,6 +91,8 @@ class Maintainer:
                 return
             for r in mine:
                 self._newest[r.table] = r
+                if r.snapshot is not None:
+                    self._commits.setdefault(r.table, deque(maxlen=_KEPT_COMMITS)).append(r.snapshot)
                 self._health.setdefault(r.table, TableHealth()).commits += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="icesink-maintenance", daemon=True)
@@ -161,8 +171,9 @@ class Maintainer:
         started = time.monotonic()
         try:
             result = maintenance.maintain_table(
-                self._spark, self._config.catalog.name, ref, self._expire_after, None, run=number, full=wanted.full
-            )
+                self._spark, self._config.catalog.name, ref, self._expire_after, None, run=number, full=wanted.full,
+                job_commits=lambda sequence: self._job_commit(ref, sequence),
+            )  # fmt: skip
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             log.warning("maintenance of %s failed (the job goes on; tried again after %d s): %s",
@@ -178,6 +189,20 @@ class Maintainer:
         steps = ", ".join(f"{k} {v:.1f}s" for k, v in result.steps.items())
         log.info("maintenance of %s done in %.1f s (%s): %s", ref, result.seconds, steps, ", ".join(done))
         return MaintenanceRun(ref, reason, result, None, time.monotonic() - started)
+
+    def _job_commit(self, ref: TableRef, sequence: int) -> dict[str, str] | None:
+        """icesink's summary properties of the job's commit of `sequence` on `ref`; waited for a
+        moment (the batch hands its commits over once all its tables are committed)."""
+        deadline = time.monotonic() + _HANDOVER_WAIT_S
+        while True:
+            with self._wake:
+                kept = list(self._commits.get(ref, ()))
+            for snapshot in reversed(kept):
+                if int(snapshot.sequenceNumber()) == sequence:
+                    return ancestry.summary(snapshot) or None
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.1)
 
 
 def _figures(result: CommitResult) -> tuple[int | None, int]:

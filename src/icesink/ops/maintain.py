@@ -13,7 +13,9 @@ Runs Iceberg's Spark procedures, safe next to a running job:
   offsets, retried on a conflict;
 - expiry never removes the newest offset-bearing snapshot, nor anything newer;
 - orphan removal only takes files older than a safe age (files of a batch being written now are
-  young, and the job commits them within one batch).
+  young, and the job commits them within one batch);
+- on a catalog that serves a table's current snapshot only (Nessie), each of these commits is
+  followed by a snapshot that carries the offsets again (iceberg/offsets_marker.py).
 """
 
 from __future__ import annotations
@@ -23,19 +25,20 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pyspark.sql import SparkSession
 
 from icesink.config.maintenance import AGE
 from icesink.errors import MaintenanceError, UsageError
-from icesink.iceberg import dangling
+from icesink.iceberg import dangling, offsets_marker
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.model import TableRef
 from icesink.runtime import faults
 
 log = logging.getLogger(__name__)
 _CONFLICT_MARKERS = ("CommitFailedException", "ValidationException", "Cannot commit", "conflict")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,13 @@ def maintain_table(
     attempts: int = 5,
     run: int | None = None,
     full: bool = True,
+    job_commits: offsets_marker.JobCommits | None = None,
 ) -> MaintenanceResult:
     """Compacts `ref` and removes the deletes that dangle then; with `full`, also rewrites its
     manifests, expires its snapshots older than `expire_after` and (unless `orphans_after` is
     None: the job's own runs leave that listing to `icesink maintain`) removes orphan files older
-    than `orphans_after`. `run`: the job's count of its maintenance runs (fault injection's id)."""
+    than `orphans_after`. `run`: the job's count of its maintenance runs (fault injection's id);
+    `job_commits`: the job's own commits, for the offsets marker (offsets_marker.py)."""
     started = time.monotonic()
     # Catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first.
     ident = ref.qualified(catalog)
@@ -93,21 +98,23 @@ def maintain_table(
     )
     steps: dict[str, float] = {}
     lap = _lap(steps)
-    rewrite, attempt = _retried(
-        spark, ref, "compaction", f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})",
-        attempts,
-    )  # fmt: skip
+    compaction = f"CALL {catalog}.system.rewrite_data_files(table => '{ident}', options => {options})"
+    rewrite, attempt = _keeping_offsets(
+        spark, catalog, ref, job_commits, lambda: _retried(spark, ref, "compaction", compaction, attempts), run
+    )
     lap("compaction")
     if run is not None:
         faults.maybe_kill("maintenance-compacted", run, spark)
         faults.maybe_pause("maintenance-compacted", run)
-    removed = _remove_dangling(spark, catalog, ref)
+    removed = _keeping_offsets(spark, catalog, ref, job_commits, lambda: _remove_dangling(spark, catalog, ref))
     lap("dangling_deletes")
     manifests: Any = None
     expired: dict[str, Any] = {}
     orphans = 0
     if full:
-        manifests, expired, orphans = _tidy(spark, catalog, ref, expire_after, orphans_after, attempts, lap)
+        manifests, expired, orphans = _tidy(
+            spark, catalog, ref, expire_after, orphans_after, attempts, lap, job_commits
+        )
     return MaintenanceResult(
         table=str(ref),
         rewritten_data_files=int(rewrite.rewritten_data_files_count) if rewrite else 0,
@@ -126,12 +133,13 @@ def maintain_table(
 
 def _tidy(
     spark: SparkSession, catalog: str, ref: TableRef, expire_after: dt.timedelta, orphans_after: dt.timedelta | None,
-    attempts: int, lap: Callable[[str], None],
+    attempts: int, lap: Callable[[str], None], job_commits: offsets_marker.JobCommits | None,
 ) -> tuple[Any, dict[str, Any], int]:  # fmt: skip
     """The manifests rewritten, the snapshots expired and the orphan files removed (their rows/count)."""
     ident = ref.qualified(catalog)
-    manifests, _ = _retried(
-        spark, ref, "the manifest rewrite", f"CALL {catalog}.system.rewrite_manifests(table => '{ident}')", attempts
+    rewrite = f"CALL {catalog}.system.rewrite_manifests(table => '{ident}')"
+    manifests, _ = _keeping_offsets(
+        spark, catalog, ref, job_commits, lambda: _retried(spark, ref, "the manifest rewrite", rewrite, attempts)
     )
     lap("manifests")
     now = dt.datetime.now(dt.UTC)
@@ -171,6 +179,23 @@ def _lap(steps: dict[str, float]) -> Callable[[str], None]:
         last[0] = now
 
     return lap
+
+
+def _keeping_offsets(
+    spark: SparkSession, catalog: str, ref: TableRef, job_commits: offsets_marker.JobCommits | None,
+    step: Callable[[], T], run: int | None = None,
+) -> T:  # fmt: skip
+    """`step` (a maintenance commit), then the offsets marker where the catalog needs one (`run`:
+    the job's maintenance run, whose fault point is between them)."""
+    iceberg = IcebergCatalog(spark, catalog)
+    table = iceberg.load(ref)
+    was = offsets_marker.before(table) if table is not None else None
+    done = step()
+    if run is not None:
+        faults.maybe_pause("maintenance-before-marker", run)
+    if was is not None and table is not None:
+        offsets_marker.keep_visible(spark, table, was, str(ref), job_commits)
+    return done
 
 
 def _remove_dangling(spark: SparkSession, catalog: str, ref: TableRef) -> dangling.Removed:

@@ -32,7 +32,10 @@ test can commit from another process in the window between planning and committi
   before-multi-table-staging  the batch's files are written, its tables' snapshots are not yet
                       staged for the one request (their offsets not yet checked again);
   before-multi-table-commit  the batch's tables are staged for the one request, not sent;
-  maintenance-compacted  maintenance run <id> committed its compaction (the batches go on).
+  maintenance-compacted  maintenance run <id> committed its compaction (the batches go on);
+  maintenance-before-marker  maintenance run <id> committed its compaction, and has not committed
+                      the snapshot that carries the offsets again where the catalog serves no
+                      history (iceberg/offsets_marker.py; the batches go on).
 """
 
 from __future__ import annotations
