@@ -1,0 +1,183 @@
+"""The job on a second REST catalog, Project Nessie (`dev/stack up --with-nessie`), beside the
+Iceberg fixture the other tests use: Nessie serves a table's metadata with its current snapshot
+only (its history is Nessie's commit log, not the metadata's snapshot list), so a table's offsets
+are read from its newest snapshot alone, and a maintenance snapshot must carry them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import shutil
+import signal
+import socket
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dev.kit.changes import oracle, random_changes
+from dev.kit.endpoints import NESSIE_URI
+from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
+from dev.kit.scenario import Scenario
+from icesink.iceberg import offsets_marker
+from icesink.iceberg import snapshot_offsets as codec
+from icesink.job.query import Job
+from icesink.job.session import catalog_conf
+from icesink.model import TableRef
+from icesink.ops.maintain import maintain_table
+from icesink.runtime import faults
+from tests.support.cli import finish, pause_env, paused, run_cli, start_cli, tail, while_running
+from tests.support.spark import snapshots, table_offsets
+from tests.support.values import cdc_config, records, table_state
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.nessie
+
+NESSIE = "nessie"  # the Spark catalog name of Nessie's tables
+KILLED = (-signal.SIGKILL, 128 + signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def nessie_catalog(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Nessie registered in the test session's Spark as catalog `nessie` (the job's own settings for
+    it); fails, never skips, when Nessie is not up."""
+    address = urlparse(NESSIE_URI)
+    try:
+        socket.create_connection((address.hostname, address.port), timeout=2).close()
+    except OSError:
+        pytest.fail(f"Nessie not reachable at {NESSIE_URI}; run `dev/stack up --with-nessie`", pytrace=False)
+    probe = Scenario.new(tmp_path_factory.mktemp("nessie")).on(NESSIE, NESSIE_URI)
+    for key, value in catalog_conf(probe.config()).items():
+        spark.conf.set(key, value)
+
+
+@pytest.fixture
+def nessie(nessie_catalog: None, scenario: Scenario) -> Scenario:
+    return scenario.on(NESSIE, NESSIE_URI)
+
+
+def ids(spark: SparkSession, table: str) -> list[int]:
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
+
+
+def test_an_append_table_compacted_on_nessie_keeps_its_offsets_and_a_lost_checkpoint_adds_nothing_twice(
+    spark: SparkSession, nessie: Scenario
+) -> None:
+    """Three batches into an append table on Nessie, then `maintain` compacts it: Nessie serves
+    the compaction's snapshot alone, which must still say where the table is in Kafka. The
+    checkpoint is then lost: the job resumes from the table (no record twice), and takes the
+    records produced since."""
+    topic = nessie.topic("orders")
+    create_topics(topic, partitions=2)
+    produce(topic, [{"id": i} for i in range(300)])
+    config = nessie.config(**{"kafka.max_offsets_per_trigger": 100})
+    Job(spark, config).run()
+    table = nessie.table("orders")
+    assert ids(spark, table) == list(range(300))
+    assert table_offsets(spark, table) == end_offsets(topic)
+
+    ref = TableRef(nessie.namespace, f"{nessie.prefix}_orders")
+    result = maintain_table(spark, NESSIE, ref, dt.timedelta(days=3), None)
+    assert result.rewritten_data_files > 1, result
+    served = snapshots(spark, table)
+    assert len(served) == 1, "Nessie serves the current snapshot only"
+    assert served[0]["summary"].get(offsets_marker.MAINTENANCE_KEY) == offsets_marker.MARKER, served[0]
+    assert table_offsets(spark, table) == end_offsets(topic), "the compaction's snapshot says where the table is"
+
+    shutil.rmtree(nessie.checkpoint)  # the checkpoint is lost
+    produce(topic, [{"id": i} for i in range(300, 350)])
+    Job(spark, config).run()
+    assert ids(spark, table) == list(range(350)), "resumed from the table: nothing twice, nothing lost"
+    assert table_offsets(spark, table) == end_offsets(topic)
+
+
+@pytest.mark.slow
+def test_a_changelog_table_on_nessie_through_a_crash_after_its_commit(
+    spark: SparkSession, nessie: Scenario, tmp_path: Path
+) -> None:
+    """A changelog table on Nessie, its job SIGKILLed right after a commit (before Spark's commit
+    log has the batch), restarted: the replayed batch is found in the table and not applied
+    again; the rows equal the oracle of last changes, the offsets are the topic's ends."""
+    topic = nessie.topic("accounts")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(900, 120, 2, seed=11))
+    produce_keyed(topic, records(changes))
+    config = nessie.write_config(tmp_path / "job.yaml", **cdc_config(**{"kafka.max_offsets_per_trigger": 300}))
+    crashed = run_cli(config, env={faults.ENV: "after-commit:1"})
+    assert crashed.returncode in KILLED, crashed.stderr[-30000:]
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    table = nessie.table("accounts")
+    spark.sql(f"REFRESH TABLE {table}")
+    state, rows = table_state(spark, table)
+    assert rows == len(state), "no key twice"
+    assert state == oracle(changes)
+    assert table_offsets(spark, table) == end_offsets(topic)
+    newest = snapshots(spark, table)[-1]["summary"]
+    assert codec.OFFSETS_KEY in newest
+
+
+@pytest.mark.slow
+def test_the_jobs_maintenance_on_nessie_keeps_the_offsets_and_a_lost_checkpoint_adds_nothing(
+    spark: SparkSession, nessie: Scenario, tmp_path: Path
+) -> None:
+    """A changelog table on Nessie at a 1 s trigger, maintained by the job once it has 3 live delete
+    files. Its first run is paused right after its compaction committed (which Nessie then serves
+    alone, without offsets) while the job commits batches on top of it; released, it goes on.
+    Stopped at the end: the offsets are the topic's ends, and a run from a lost checkpoint commits
+    nothing (it found them in the table). The rows equal the oracle of last changes."""
+    topic = nessie.topic("ledger")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(1_600, 150, 2, seed=41))
+    first, rest = changes[:400], changes[400:]
+    produce_keyed(topic, records(first))
+    overrides = cdc_config(**{
+        "kafka.max_offsets_per_trigger": 100,
+        "job.trigger.mode": "processing-time",
+        "job.trigger.interval": "1 second",
+        "maintenance.tables": "changes",
+        "maintenance.delete_files": 3,
+        "maintenance.min_interval_s": 0,
+    })  # fmt: skip
+    config = nessie.write_config(tmp_path / "job.yaml", **overrides)
+    table = nessie.table("ledger")
+    log = tmp_path / "run.log"
+    env, release = pause_env(tmp_path, "maintenance-before-marker", 1)
+    job = start_cli(config, log, env)
+    paused(release, job, log)
+    held = table_offsets(spark, table)
+    produce_keyed(topic, records(rest))
+    wait_until(
+        while_running(job, log, lambda: table_offsets(spark, table) not in ({}, held)), 180,
+        lambda: f"a batch committed on the compaction, whose offsets Nessie hid:\n{tail(log)}",
+    )  # fmt: skip
+    release.touch()
+
+    def caught_up() -> bool:
+        return table_offsets(spark, table) == end_offsets(topic) and " done in " in log.read_text()
+
+    wait_until(while_running(job, log, caught_up), 300, lambda: f"all changes, maintenance done:\n{tail(log)}")
+    job.send_signal(signal.SIGTERM)
+    out = finish(job, log)
+    assert job.returncode == 0, out[-3000:]
+    assert re.search(r"maintenance of \S+_ledger done in ", out), out[-3000:]
+    assert re.search(r"committing on rewrite \d+, served without|beneath rewrite \d+ \(served alone\)", out), (
+        "a batch committed while the compaction hid the offsets"
+    )
+    state, rows = table_state(spark, table)
+    assert rows == len(state), "no key twice"
+    assert state == oracle(changes)
+    assert table_offsets(spark, table) == end_offsets(topic), "the offsets readable after the job's maintenance"
+
+    lost = nessie.write_config(
+        tmp_path / "lost.yaml", **{**overrides, "job.trigger.mode": "available-now",
+                                   "job.checkpoint_location": str(tmp_path / "fresh")},
+    )  # fmt: skip
+    current = snapshots(spark, table)[-1]["snapshot_id"]
+    again = run_cli(lost)
+    assert again.returncode == 0, again.stderr[-3000:]
+    spark.sql(f"REFRESH TABLE {table}")
+    assert snapshots(spark, table)[-1]["snapshot_id"] == current, "nothing re-read, nothing committed"
+    assert table_state(spark, table) == (state, rows)
