@@ -181,3 +181,37 @@ def test_the_jobs_maintenance_on_nessie_keeps_the_offsets_and_a_lost_checkpoint_
     spark.sql(f"REFRESH TABLE {table}")
     assert snapshots(spark, table)[-1]["snapshot_id"] == current, "nothing re-read, nothing committed"
     assert table_state(spark, table) == (state, rows)
+
+
+def test_json_gaining_fields_on_nessie_evolves_the_table_and_a_bad_record_is_a_dead_letter(
+    spark: SparkSession, nessie: Scenario
+) -> None:
+    """Schema evolution through Nessie's REST API (a new top-level field, a new nested one), and
+    the dead-letter table there: a record whose id is no longer a number is one, the others land."""
+    topic = nessie.topic("signups")
+    create_topics(topic, partitions=1)
+    table = nessie.table("signups")
+    produce(topic, [{"id": 1, "plan": "free", "profile": {"city": "Oslo"}}])
+    Job(spark, nessie.config()).run()
+    produce(
+        topic,
+        [
+            {"id": 2, "plan": "pro", "profile": {"city": "Lima", "zip": "15001"}, "tags": {"a": 1}},
+            {"id": "three", "plan": "team"},
+        ],
+    )
+    Job(spark, nessie.config()).run()
+
+    spark.sql(f"REFRESH TABLE {table}")
+    columns = {f.name: f.dataType.simpleString() for f in spark.table(table).schema.fields}
+    assert columns == {
+        "id": "bigint",
+        "plan": "string",
+        "profile": "struct<city:string,zip:string>",
+        "tags": "struct<a:bigint>",
+    }
+    got = spark.sql(f"SELECT id, plan, profile.city, profile.zip, tags.a FROM {table} ORDER BY id").collect()
+    assert [tuple(r) for r in got] == [(1, "free", "Oslo", None, None), (2, "pro", "Lima", "15001", 1)]
+    letters = spark.sql(f"SELECT offset, stage, error_class FROM {NESSIE}.{nessie.namespace}.dead_letters").collect()
+    assert [(r.offset, r.stage, r.error_class) for r in letters] == [(2, "convert", "TypeMismatch")]
+    assert table_offsets(spark, table) == end_offsets(topic)
