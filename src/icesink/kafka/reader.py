@@ -173,8 +173,7 @@ class RangeReader:
                 last_seen = time.monotonic()
             elif time.monotonic() - last_seen > _STALL_S:
                 raise RangeReadError(f"no record for {_STALL_S:.0f} s; still to read: {sorted(ends)}")
-            for m in messages:
-                _take(m, nexts, ends, columns, header, keys)
+            _take(messages, nexts, ends, columns, header, keys)
             if len(offsets) >= CHUNK or (not ends and offsets):
                 yield columns
                 columns = ([], [], [], [], [], [])
@@ -182,40 +181,51 @@ class RangeReader:
 
 
 def _take(
-    m: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], columns: tuple[list[Any], ...],
-    header: str | None, keys: bool,
+    messages: list[Any], nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int],
+    columns: tuple[list[Any], ...], header: str | None, keys: bool,
 ) -> None:  # fmt: skip
-    """One message of the consumer into `columns` (topic, partition, offset, value, named in a
-    header, key) when it is within its range; its range is done when it is the range's last."""
+    """The consumer's messages into `columns` (topic, partition, offset, value, named in a header,
+    key), each when it is within its range; a range is done at its last message. One loop for all
+    of them, its lookups bound once: it runs for every record of the batch."""
+    topics, partitions, offsets, values, named, record_keys = columns
+    for m in messages:
+        error = m.error()
+        if error is not None:
+            _error(m, error, ends)
+            continue
+        key = (m.topic(), m.partition())
+        end = ends.get(key)
+        offset = m.offset()
+        if end is None or offset > end:
+            ends.pop(key, None)
+            continue
+        nexts[key] = offset + 1
+        topics.append(key[0])
+        partitions.append(key[1])
+        offsets.append(offset)
+        values.append(m.value())
+        if header is not None:
+            found = m.headers()
+            named.append(found is not None and any(k == header for k, _ in found))
+        if keys:
+            record_keys.append(m.key())
+        if offset == end:
+            del ends[key]
+
+
+def _error(m: Any, error: Any, ends: dict[tuple[str, int], int]) -> None:
+    """A message that is an error: the end of a partition's log ends its range (its last offsets
+    were markers or aborted records) unless the range reaches beyond it; anything else raises."""
     from confluent_kafka import KafkaError
 
     key = (m.topic(), m.partition())
     end = ends.get(key)
-    error = m.error()
-    if error is not None and error.code() == KafkaError._PARTITION_EOF:
+    if error.code() == KafkaError._PARTITION_EOF:
         if end is not None and m.offset() <= end:
             raise RangeReadError(f"{key[0]}-{key[1]}: the log ends at {m.offset()}, before {end + 1}")
-        ends.pop(key, None)  # the range's last offsets were markers or aborted records
-        return
-    if error is not None:
-        raise RangeReadError(f"{key[0]}-{key[1]}: {error}")
-    offset = m.offset()
-    if end is None or offset > end:
         ends.pop(key, None)
         return
-    nexts[key] = offset + 1
-    topics, partitions, offsets, values, named, record_keys = columns
-    topics.append(key[0])
-    partitions.append(key[1])
-    offsets.append(offset)
-    values.append(m.value())
-    if header is not None:
-        found = m.headers()
-        named.append(found is not None and any(k == header for k, _ in found))
-    if keys:
-        record_keys.append(m.key())
-    if offset == end:
-        del ends[key]
+    raise RangeReadError(f"{key[0]}-{key[1]}: {error}")
 
 
 def _rounds(ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]]:
