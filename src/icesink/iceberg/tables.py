@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 from icesink.errors import CommitError
 from icesink.iceberg import ancestry, offsets_marker, table_layout, transaction
 from icesink.iceberg.commit import CommitResult, commit_files
-from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array
+from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array, table_identifier
 from icesink.iceberg.snapshot_offsets import OffsetsFound
 from icesink.iceberg.transaction import TableFiles
 from icesink.model import Offsets, OffsetsPlan, TableRef, WrittenFile
@@ -65,7 +65,7 @@ class IcebergCatalog:
         return self._jvm.org.apache.iceberg.catalog.Namespace.of(string_array(self._spark, namespace.split(".")))
 
     def _identifier(self, ref: TableRef) -> JavaObject:
-        return self._jvm.org.apache.iceberg.catalog.TableIdentifier.of(self._namespace(ref.namespace), ref.name)
+        return table_identifier(self._spark, ref)
 
     def ensure_namespace(self, namespace: str) -> None:
         ns = self._namespace(namespace)

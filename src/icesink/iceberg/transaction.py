@@ -28,7 +28,7 @@ from icesink.errors import CommitError
 from icesink.iceberg import ancestry
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.commit import CommitResult, pending_update
-from icesink.iceberg.jvm import JavaObject, jvm, string_array
+from icesink.iceberg.jvm import JavaObject, jvm, table_identifier
 from icesink.model import OffsetsPlan, WrittenFile, advance
 from icesink.runtime import faults
 
@@ -133,7 +133,9 @@ def commit_together(
     TableCommit = jvm(spark).org.apache.iceberg.catalog.TableCommit  # noqa: N806
     commits = jvm(spark).java.util.ArrayList()
     for t, txn in zip(tables, transactions, strict=True):
-        commits.add(TableCommit.create(_identifier(spark, t), txn.startMetadata(), txn.currentMetadata()))
+        commits.add(
+            TableCommit.create(table_identifier(spark, t.plan.table), txn.startMetadata(), txn.currentMetadata())
+        )
     faults.maybe_kill("before-multi-table-commit", batch_id, spark)
     faults.maybe_pause("before-multi-table-commit", batch_id)
     sent = time.monotonic()
@@ -194,14 +196,6 @@ def _as_planned(spark: SparkSession, table: JavaObject) -> JavaObject:
     runs: the request carries its updates.)"""
     ops = table.operations()
     return jvm(spark).org.apache.iceberg.Transactions.replaceTableTransaction(table.name(), ops, ops.current())
-
-
-def _identifier(spark: SparkSession, t: TableFiles) -> JavaObject:
-    iceberg = jvm(spark).org.apache.iceberg
-    ref = t.plan.table
-    return iceberg.catalog.TableIdentifier.of(
-        iceberg.catalog.Namespace.of(string_array(spark, ref.namespace.split("."))), ref.name
-    )
 
 
 def _result(t: TableFiles, txn: JavaObject) -> CommitResult:
