@@ -141,3 +141,21 @@ def test_the_fence_still_refuses_offsets_another_commit_moved() -> None:
     moved = Snap(9, 5, "append", props=carrying(320))
     assert not OffsetsUnchanged({TP: 300}, Snap(8, 4, "append")).validate(Ancestors(moved))
     assert OffsetsUnchanged({TP: 320}, Snap(8, 4, "append")).validate(Ancestors(moved))
+
+
+def test_the_fence_reads_no_sequence_of_a_format_v1_table() -> None:
+    """Format v1 numbers every snapshot 0: a rewrite served alone proves nothing of what is beneath."""
+    assert not OffsetsUnchanged({TP: 300}, Snap(8, 0, "append")).validate(Ancestors(Snap(9, 0, "replace")))
+    assert OffsetsUnchanged({TP: 300}, Snap(9, 0, "replace")).validate(Ancestors(Snap(9, 0, "replace"))), (
+        "the planned snapshot itself"
+    )
+
+
+def test_a_rewrite_whose_marker_is_missing_carries_the_jobs_commit_beneath_it_to_the_next_step() -> None:
+    rewrite = Snap(9, 5, "replace")
+    was = offsets_marker.before(Table(rewrite), {4: carrying(300)}.get)
+    assert was is not None
+    assert (was.snapshot_id, was.sequence_number) == (9, 5)
+    assert codec.from_summary(was.summary) == {TP: 300}
+    assert offsets_marker.before(Table(rewrite), {3: carrying(300)}.get) is None, "not directly beneath"
+    assert offsets_marker.before(Table(rewrite)) is None, "`icesink maintain` knows no commit of the job"

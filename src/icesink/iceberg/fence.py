@@ -58,12 +58,13 @@ class OffsetsUnchanged:
         have said the offsets) that is the planned snapshot or was committed directly on it."""
         if current is None or self._planned is None:
             return False
+        if current.parentId() is not None or str(current.operation()) != "replace":
+            return False
+        if int(current.snapshotId()) == int(self._planned.snapshotId()):
+            return True
+        # Format v1 numbers every snapshot 0: no sequence says what lies between.
         planned = int(self._planned.sequenceNumber())
-        return (
-            current.parentId() is None
-            and str(current.operation()) == "replace"
-            and int(current.sequenceNumber()) in (planned, planned + 1)
-        )
+        return planned > 0 and int(current.sequenceNumber()) == planned + 1
 
     def errorMessage(self) -> str:  # noqa: N802 (the Java interface's name)
         return REFUSED

@@ -44,6 +44,11 @@ MARKER = "offsets"
 _HIDDEN_ROUNDS, _HIDDEN_WAIT_S = 25, 0.2
 
 
+# The icesink properties of the job's commit of a sequence number, when the job made it (the job's
+# own maintenance knows its commits; `icesink maintain` does not).
+JobCommits = Callable[[int], "Mapping[str, str] | None"]
+
+
 @dataclass(frozen=True)
 class Before:
     """The table before a maintenance commit: its current snapshot, and the offsets it holds."""
@@ -100,19 +105,21 @@ def hidden(current: JavaObject | None) -> bool:
     )
 
 
-def before(table: JavaObject) -> Before | None:
-    """The table's state to carry over a maintenance commit; None when it holds no offsets."""
+def before(table: JavaObject, job_commits: JobCommits | None = None) -> Before | None:
+    """The table's state to carry over a maintenance commit; None when it holds no offsets. A
+    rewrite served alone whose marker is missing (an earlier step's marker not placed) holds those
+    of the job's commit directly beneath it, where the job knows that commit."""
     table.refresh()
     current = table.currentSnapshot()
-    found = ancestry.newest_offsets(ancestry.of_table(table)) if current is not None else None
-    if found is None:
+    if current is None:
         return None
-    return Before(int(current.snapshotId()), int(current.sequenceNumber()), dict(found.summary))
-
-
-# The icesink properties of the job's commit of a sequence number, when the job made it (the job's
-# own maintenance knows its commits; `icesink maintain` does not).
-JobCommits = Callable[[int], "Mapping[str, str] | None"]
+    found = ancestry.newest_offsets(ancestry.of_table(table))
+    summary: Mapping[str, str] | None = found.summary if found is not None else None
+    if summary is None and job_commits is not None and hidden(current):
+        summary = job_commits(int(current.sequenceNumber()) - 1)
+    if not summary:
+        return None
+    return Before(int(current.snapshotId()), int(current.sequenceNumber()), dict(summary))
 
 
 def keep_visible(

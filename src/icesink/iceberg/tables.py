@@ -104,6 +104,7 @@ class IcebergCatalog:
         """Creates a format-v2 table with the Spark schema's fields, all optional except the key
         columns, which become its identifier fields; partitioned and sorted as asked; at
         `location`, else where the catalog puts it."""
+        identifiers = self._identifiers
         builder = self._builder(ref, schema, properties, partition_by, key_columns, sort_by)
         if location is not None:
             builder = builder.withLocation(location)
@@ -112,7 +113,7 @@ class IcebergCatalog:
             try:
                 table = builder.create()
             except Py4JJavaError as e:
-                if not self._without_identifiers(ref, key_columns, e):
+                if not (identifiers and self._without_identifiers(ref, key_columns, e)):
                     raise
                 return self.create(ref, schema, properties, partition_by, key_columns, sort_by, location)
             log.info(
@@ -141,6 +142,7 @@ class IcebergCatalog:
         spec), with nothing created (the catalog's stage-create, whose transaction is never
         committed): files can be written for a table that `create` makes only once they are. None
         when it exists by now."""
+        identifiers = self._identifiers
         builder = self._builder(ref, schema, properties, partition_by, key_columns, sort_by)
         self._count(1)
         try:
@@ -148,16 +150,22 @@ class IcebergCatalog:
         except Py4JJavaError as e:
             if e.java_exception.getClass().getName() == _ALREADY_EXISTS:
                 return None
-            if self._without_identifiers(ref, key_columns, e):
+            if identifiers and self._without_identifiers(ref, key_columns, e):
                 return self.stage(ref, schema, properties, key_columns, sort_by, partition_by)
             raise
 
     def _without_identifiers(self, ref: TableRef, key_columns: Sequence[str], e: Py4JJavaError) -> bool:
         """Whether to create `ref` again without identifier fields: the catalog failed on a table
-        with them (a server error); said once."""
-        if not key_columns or not self._identifiers or e.java_exception.getClass().getName() != _SERVER_ERROR:
+        with them as Nessie 0.99 does (a server error naming a NullPointerException); said once.
+        Another server error is not taken for it: a transient one must not change the tables made."""
+        if not key_columns or e.java_exception.getClass().getName() != _SERVER_ERROR:
             return False
-        self._identifiers = False
+        if "NullPointerException" not in str(e.java_exception.getMessage()):
+            return False
+        with self._requests_lock:
+            first, self._identifiers = self._identifiers, False
+        if not first:
+            return True  # another table's thread found it first: this one is made again too
         log.warning(
             "catalog %s failed to create table %s with its key columns %s as identifier fields (%s); its new tables "
             "are created without identifier fields (the key columns stay required, and the equality deletes' columns)",

@@ -189,7 +189,7 @@ def _keeping_offsets(
     the job's maintenance run, whose fault point is between them)."""
     iceberg = IcebergCatalog(spark, catalog)
     table = iceberg.load(ref)
-    was = offsets_marker.before(table) if table is not None else None
+    was = offsets_marker.before(table, job_commits) if table is not None else None
     done = step()
     if run is not None:
         faults.maybe_pause("maintenance-before-marker", run)
