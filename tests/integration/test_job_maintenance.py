@@ -19,7 +19,7 @@ from icesink.runtime import faults
 from tests.support.cli import finish, pause_env, paused, run_cli, start_cli, tail, while_running
 from tests.support.metrics import free_port, scraped_into
 from tests.support.spark import snapshots, table_offsets
-from tests.support.values import cdc_config, records, table_state
+from tests.support.values import maintained_cdc_config, records, table_state
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.faults]
@@ -70,14 +70,7 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     # paused (so batches commit beside it however fast the first were taken); the last, after.
     first, middle, second = changes[:400], changes[400:1_600], changes[1_600:]
     produce_keyed(topic, records(first))
-    overrides = cdc_config(**{
-        "kafka.max_offsets_per_trigger": 100,
-        "job.trigger.mode": "processing-time",
-        "job.trigger.interval": "1 second",
-        "maintenance.tables": "changes",
-        "maintenance.delete_files": 3,
-        "maintenance.min_interval_s": 0,
-    })  # fmt: skip
+    overrides = maintained_cdc_config()
     config = scenario.write_config(tmp_path / "job.yaml", **overrides)
     table = scenario.table("ledger")
 

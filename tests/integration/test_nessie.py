@@ -29,7 +29,7 @@ from icesink.ops.maintain import maintain_table
 from icesink.runtime import faults
 from tests.support.cli import finish, pause_env, paused, run_cli, start_cli, tail, while_running
 from tests.support.spark import snapshots, table_offsets
-from tests.support.values import cdc_config, records, table_state
+from tests.support.values import cdc_config, maintained_cdc_config, records, table_state
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.nessie
@@ -133,14 +133,7 @@ def test_the_jobs_maintenance_on_nessie_keeps_the_offsets_and_a_lost_checkpoint_
     changes = list(random_changes(1_600, 150, 2, seed=41))
     first, rest = changes[:400], changes[400:]
     produce_keyed(topic, records(first))
-    overrides = cdc_config(**{
-        "kafka.max_offsets_per_trigger": 100,
-        "job.trigger.mode": "processing-time",
-        "job.trigger.interval": "1 second",
-        "maintenance.tables": "changes",
-        "maintenance.delete_files": 3,
-        "maintenance.min_interval_s": 0,
-    })  # fmt: skip
+    overrides = maintained_cdc_config()
     config = nessie.write_config(tmp_path / "job.yaml", **overrides)
     table = nessie.table("ledger")
     log = tmp_path / "run.log"

@@ -47,6 +47,19 @@ def cdc_config(**more: Any) -> dict[str, Any]:
     }
 
 
+def maintained_cdc_config() -> dict[str, Any]:
+    """`cdc_config` at a 1 s trigger, 100 records a batch, the job maintaining its changelog
+    tables once they have 3 live delete files, with no pause between runs."""
+    return cdc_config(**{
+        "kafka.max_offsets_per_trigger": 100,
+        "job.trigger.mode": "processing-time",
+        "job.trigger.interval": "1 second",
+        "maintenance.tables": "changes",
+        "maintenance.delete_files": 3,
+        "maintenance.min_interval_s": 0,
+    })  # fmt: skip
+
+
 def records(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
     return [(c.kafka_key(), c.kafka_value(), c.partition) for c in changes]
 
