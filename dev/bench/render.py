@@ -228,25 +228,45 @@ def soak_figures(f: dict[str, Any] | None) -> str:
     lines = [
         f"Measured {f.get('started', '')} to {f['date']}, `{f['command']}` ({f['minutes']:.0f} min), on "
         f"{machine_text(f.get('machine', {}))}: {f['rate']:,} changes/s over {f['keys']:,} keys for "
-        f"{f['run_minutes']:.0f} min per side; Trino's reads are the median of 3 (5 for the compacted table).",
+        f"{f['run_minutes']:.0f} min per side; Trino's reads are the median of 3 (5 for the compacted table "
+        "read idle).",
     ]
-    header = ["minute", "count(*)", "vs compacted", "lookup by key", "vs compacted", "delete files", "data files"]
+    if any("reference" in r for s in f["sides"] for r in s["reads"]):
+        lines.append(
+            '"compacted": the first side\'s table fully compacted after its run, read at each read of the second '
+            "side, under that job's load (the n-th read of each side against the n-th of these); at the end, "
+            "with every job stopped, that table read idle."
+        )
+    under_load = next(([r["reference"] for r in s["reads"] if "reference" in r] for s in f["sides"]
+                       if any("reference" in r for r in s["reads"])), [])  # fmt: skip
+    header = ["minute", "count(*)", "compacted", "vs compacted", "lookup by key", "compacted", "vs compacted",
+              "delete files", "data files"]  # fmt: skip
+    idle = next((s["compacted"] for s in f["sides"] if "count_s" in s["compacted"]), {})
+    idle = {"count_s": math.nan, "lookup_s": math.nan, **idle}
     for side in f["sides"]:
-        compacted = side["compacted"]
-        if "count_s" not in compacted:  # not compacted: the ratios are against nothing
-            compacted = {"count_s": math.nan, "lookup_s": math.nan, **compacted}
         rows = []
-        for r in side["reads"]:
+        for i, r in enumerate(side["reads"]):
+            ref = under_load[i] if not r.get("end") and i < len(under_load) else idle
             rows.append([
-                "end" if r.get("end") else f"{r['minute']:.0f}", f"{r['count_s']:.2f} s",
-                f"**{r['count_s'] / compacted['count_s']:.1f}x**", f"{r['lookup_s']:.2f} s",
-                f"**{r['lookup_s'] / compacted['lookup_s']:.1f}x**", str(r["delete_files"]), str(r["data_files"]),
+                "end" if r.get("end") else f"{r['minute']:.0f}", f"{r['count_s']:.2f} s", f"{ref['count_s']:.2f} s",
+                f"**{r['count_s'] / ref['count_s']:.1f}x**", f"{r['lookup_s']:.2f} s", f"{ref['lookup_s']:.2f} s",
+                f"**{r['lookup_s'] / ref['lookup_s']:.1f}x**", str(r["delete_files"]), str(r["data_files"]),
             ])  # fmt: skip
-        rows.append(["compacted", f"{compacted['count_s']:.2f} s", "1x", f"{compacted['lookup_s']:.2f} s", "1x",
-                     str(compacted.get("delete_files", "-")), str(compacted.get("data_files", "-"))])  # fmt: skip
-        rss = {k: ("-" if v is None else f"{v:,}") for k, v in side["rss_mb"].items() if k != "growth_after_10_pct"}
-        pct = side["rss_mb"]["growth_after_10_pct"]
+        compacted = side["compacted"]
+        if "count_s" in compacted:
+            c = compacted
+            rows.append(["compacted (idle)", f"{c['count_s']:.2f} s", "", "1x", f"{c['lookup_s']:.2f} s", "", "1x",
+                         str(c["delete_files"]), str(c["data_files"])])  # fmt: skip
+        rss = {k: ("-" if v is None else f"{v:,}") for k, v in side["rss_mb"].items() if not k.startswith("growth")}
+        pct, later = side["rss_mb"]["growth_after_10_pct"], side["rss_mb"].get("growth_after_20_pct")
         growth = "" if pct is None else f", {pct:+.1f}% from minute 10 to the end"
+        growth += "" if later is None else f" ({later:+.1f}% from minute 20)"
+        parts = side.get("rss_parts_mb") or {}
+        if parts.get("minute_10") and parts.get("end"):
+            growth += "; driver JVM / Python workers / the rest: " + ", then ".join(
+                f"{p['jvm']:,} / {p['workers']:,} / {p['rest']:,} MB at {when.replace('_', ' ')}"
+                for when, p in parts.items() if p
+            )  # fmt: skip
         lines += [
             "",
             f"**{side['side']}** (`maintenance.tables: {side['maintenance_tables']}`): freshness p50 "

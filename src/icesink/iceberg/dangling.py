@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from icesink.iceberg import ancestry
 from icesink.iceberg.jvm import JavaObject, java_list, jvm
+from icesink.iceberg.offsets_marker import MAINTENANCE_KEY
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def remove_dangling_deletes(spark: SparkSession, name: str, table: JavaObject) -
         rewrite = rewrite.deleteFile(f)
     rewrite = rewrite.validateWith(NoRewriteSince(int(start.snapshotId())))
     try:
-        rewrite.set("icesink.maintenance", "dangling-deletes").commit()
+        rewrite.set(MAINTENANCE_KEY, "dangling-deletes").commit()
     except Py4JJavaError as e:
         if "ValidationException" not in str(e.java_exception.getClass().getName()):
             raise
