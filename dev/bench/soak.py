@@ -343,7 +343,7 @@ def main() -> None:
     start_text = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     # The reads of a fully compacted table are taken at each read of the next side too, under the
     # same load as the reads they are compared with: those taken after a side, with the machine
-    # idle, flatter the compacted table (2-5x faster than under a job at 5,000 changes/s).
+    # idle, flatter the compacted table (2-3x faster than under a job at 5,000 changes/s).
     sides: list[dict[str, Any]] = []
     for side in (s for s in args.sides.split(",") if s):
         before = sides[-1] if sides else None
