@@ -231,14 +231,16 @@ def soak_figures(f: dict[str, Any] | None) -> str:
         f"{f['run_minutes']:.0f} min per side; Trino's reads are the median of 3 (5 for the compacted table "
         "read idle).",
     ]
-    if any("reference" in r for s in f["sides"] for r in s["reads"]):
+    # The compacted table read under load, at each read of the side after the one compacted.
+    under_load = next(
+        (refs for s in f["sides"] if (refs := [r["reference"] for r in s["reads"] if "reference" in r])), []
+    )
+    if under_load:
         lines.append(
             '"compacted": the first side\'s table fully compacted after its run, read at each read of the second '
             "side, under that job's load (the n-th read of each side against the n-th of these); at the end, "
             "with every job stopped, that table read idle."
         )
-    under_load = next(([r["reference"] for r in s["reads"] if "reference" in r] for s in f["sides"]
-                       if any("reference" in r for r in s["reads"])), [])  # fmt: skip
     header = ["minute", "count(*)", "compacted", "vs compacted", "lookup by key", "compacted", "vs compacted",
               "delete files", "data files"]  # fmt: skip
     idle = next((s["compacted"] for s in f["sides"] if "count_s" in s["compacted"]), {})

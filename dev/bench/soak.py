@@ -48,6 +48,7 @@ from dev.kit.kafka import create_topics, end_offsets
 
 SAMPLE_EVERY = 50  # the producer keeps the timestamp of every 50th record
 WARM_UP_S = 60
+Sample = tuple[float, int, int, int]  # (seconds, driver JVM, Python workers, everything) bytes
 SIDES = {"maintained": "changes", "unmaintained": "none"}
 
 
@@ -207,7 +208,7 @@ def run_side(work: Path, tag: str, side: str, args: argparse.Namespace, referenc
     catalog = pyiceberg.catalog_for(load_config(config_path))
     started = time.monotonic()
     reads: list[dict[str, Any]] = []
-    rss: list[tuple[float, int, int, int]] = []
+    rss: list[Sample] = []
     max_deletes, next_read, table = 0, args.every * 60.0, None
     print(f"{side}: {args.rate:,} changes/s over {args.keys:,} keys for {args.minutes} min into {name}", flush=True)
     while producer.poll() is None:
@@ -258,14 +259,14 @@ def run_side(work: Path, tag: str, side: str, args: argparse.Namespace, referenc
     # its driver JVM died, in the run of 11-30), and the targets compare the maintained side's
     # reads with its own table compacted.
     compacted: dict[str, Any] = {"skipped": "the unmaintained side: the reference is the maintained side's"}
-    maintain = None
     if SIDES[side] != "none":
         command = [sys.executable, "-m", "icesink", "maintain", "-c", str(config_path), "--table", topic, "--json"]
         maintain = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
-        compacted = {"error": maintain.stderr.strip().splitlines()[-1][:300] if maintain.stderr else "?"}
-    if maintain is not None and maintain.returncode == 0:
-        deletes, data = delete_files(table)
-        compacted = {**table_reads(name, args.keys // 3, 5), "delete_files": deletes, "data_files": data}
+        if maintain.returncode == 0:
+            deletes, data = delete_files(table)
+            compacted = {**table_reads(name, args.keys // 3, 5), "delete_files": deletes, "data_files": data}
+        else:
+            compacted = {"error": maintain.stderr.strip().splitlines()[-1][:300] if maintain.stderr else "?"}
     result = {
         "side": side, "table": name, "maintenance_tables": SIDES[side],
         "freshness_p50_s": round(lat[len(lat) // 2], 2) if lat else None,
@@ -287,33 +288,38 @@ def run_side(work: Path, tag: str, side: str, args: argparse.Namespace, referenc
     return result
 
 
-def _rss_at(rss: list[tuple[float, int, int, int]], second: float) -> int | None:
+def _sample_at(rss: list[Sample], second: float) -> Sample | None:
+    """The first sample from `second` on."""
+    return next((r for r in rss if r[0] >= second), None)
+
+
+def _rss_at(rss: list[Sample], second: float) -> int | None:
     """The process tree's RSS (MB) at the first sample from `second` on."""
-    later = [r for r in rss if r[0] >= second]
-    return round(later[0][3] / 2**20) if later else None
+    sample = _sample_at(rss, second)
+    return round(sample[3] / 2**20) if sample else None
 
 
-def _growth(rss: list[tuple[float, int, int, int]], second: float) -> float | None:
+def _growth(rss: list[Sample], second: float) -> float | None:
     """The process tree's growth (%) from the first sample at `second` on to the largest of the last
     minute's samples; None for a run shorter than that."""
-    later = [r for r in rss if r[0] >= second]
-    if len(later) < 2:
+    sample = _sample_at(rss, second)
+    if sample is None or sample is rss[-1]:
         return None
-    at, last = later[0][3], max(r[3] for r in rss[-6:])
+    at, last = sample[3], max(r[3] for r in rss[-6:])
     return round(100 * (last - at) / at, 1)
 
 
-def _parts_at(rss: list[tuple[float, int, int, int]], second: float) -> dict[str, int] | None:
+def _parts_at(rss: list[Sample], second: float) -> dict[str, int] | None:
     """The driver JVM's, the Python workers' and the rest's RSS (MB) at the first sample from `second` on."""
-    later = [r for r in rss if r[0] >= second]
-    if not later:
+    sample = _sample_at(rss, second)
+    if sample is None:
         return None
-    _, jvm, workers, total = later[0]
+    _, jvm, workers, total = sample
     rest = total - jvm - workers
     return {"jvm": round(jvm / 2**20), "workers": round(workers / 2**20), "rest": round(rest / 2**20)}
 
 
-def _parts(sample: tuple[float, int, int, int]) -> str:
+def _parts(sample: Sample) -> str:
     _, jvm, workers, total = sample
     return (f"{total / 2**20:,.0f} MB (JVM {jvm / 2**20:,.0f}, workers {workers / 2**20:,.0f}, "
             f"rest {(total - jvm - workers) / 2**20:,.0f})")  # fmt: skip
