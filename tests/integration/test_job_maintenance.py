@@ -132,8 +132,11 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     assert job.returncode == 0, out[-3000:]
     assert " done in " in out
     assert seen.get("maintenance_failures_Count", 0) == 0
+    # The gauge is a run's own count: the deletes of batches committed while it ran stay live
+    # (they are newer than the compacted files), so its value depends on the machine's pace.
     gauge = f"table_{scenario.namespace}_{scenario.prefix}_ledger_live_delete_files_Value"
-    assert 0 <= seen[gauge] < 3, seen
+    counted = {int(n) for n in re.findall(r"dangling delete file\(s\) removed \((\d+) live\)", out)}
+    assert seen[gauge] in counted, (seen, counted)
 
     state, rows = table_state(spark, table)
     assert rows == len(state), "no key twice"
