@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from icesink.errors import CommitError
-from icesink.iceberg import ancestry, offsets_marker, table_layout, transaction
+from icesink.iceberg import ancestry, offsets_marker, schema_update, table_layout, transaction
 from icesink.iceberg.commit import CommitResult, commit_files
 from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array, table_identifier
 from icesink.iceberg.snapshot_offsets import OffsetsFound
@@ -230,44 +230,14 @@ class IcebergCatalog:
         optional: Sequence[str] = (),
     ) -> bool:
         """ONE metadata commit: new optional columns, promoted types, required columns made
-        optional. Re-checked against the refreshed table, so re-running it (a replay, a concurrent
-        job) is a no-op. Returns whether anything changed."""
-        ice = self._jvm.org.apache.iceberg
+        optional (schema_update.py); a no-op when the refreshed table has them already. Returns
+        whether anything changed."""
         self._count(1)
         table.refresh()
-        schema = table.schema()
-        have = {str(n) for n in self._elements(ice.types.TypeUtil.indexByName(schema.asStruct()).keySet())}
-        identifiers = set(self.identifier_columns(table))
-        todo_add = [c for c in add if c.path not in have]
-        todo_widen = []
-        for w in widen:
-            field = schema.findField(w.path)
-            new_type = self._itype(w.new)
-            if field is not None and not field.type().equals(new_type):
-                todo_widen.append((w, new_type))
-        todo_optional = [
-            p
-            for p in optional
-            if p not in identifiers and schema.findField(p) is not None and schema.findField(p).isRequired()
-        ]
-        if not (todo_add or todo_widen or todo_optional):
+        changes = schema_update.evolve(self._jvm, table, add, widen, optional)
+        if not changes:
             return False
-        update = table.updateSchema()
-        for c in todo_add:
-            itype = self._itype(c.type)
-            if c.parent is None:
-                update.addColumn(c.name, itype)
-            else:
-                update.addColumn(c.parent, c.name, itype)
-        for w, new_type in todo_widen:
-            update.updateColumn(w.path, new_type)
-        for p in todo_optional:
-            update.makeColumnOptional(p)
         self._count(1)
-        update.commit()
-        changes = [f"added {c.path}" for c in todo_add]
-        changes += [f"widened {w.path} {w.old.simpleString()} -> {w.new.simpleString()}" for w, _ in todo_widen]
-        changes += [f"made {p} optional" for p in todo_optional]
         log.info("table %s: schema change: %s", ref, ", ".join(changes))
         return True
 
@@ -321,15 +291,3 @@ class IcebergCatalog:
         for r in results:
             if r.snapshot is not None:
                 self._last_commits[r.table] = r.snapshot
-
-    # ------------------------------------------------------------------ helpers
-
-    def _itype(self, dtype: Any) -> JavaObject:
-        """The Iceberg type of a Spark type (py4j picks convert(StructType) -> Schema for structs)."""
-        converted = self._jvm.org.apache.iceberg.spark.SparkSchemaUtil.convert(self._jtype(dtype))
-        if converted.getClass().getName() == "org.apache.iceberg.Schema":
-            return converted.asStruct()
-        return converted
-
-    def _jtype(self, dtype: Any) -> JavaObject:
-        return table_layout.spark_jtype(self._jvm, dtype)
