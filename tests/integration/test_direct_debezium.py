@@ -1,12 +1,14 @@
 """Debezium change events in Avro, as Debezium writes them with its defaults (the registry's
 envelopes and record keys, Debezium's semantic types, a tombstone after a delete), written in one
 pass (batch/direct_avro.py, batch/direct_keys.py, tasks/envelope_rows.py): the same changelog
-table as Spark's path, with no Spark decode job; an event that path makes a dead letter sends its
-batch that way."""
+table as Spark's path, with no Spark decode job; the events that path makes dead letters of are
+the same dead letters, made by the tasks, through a kill after their commit."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -14,10 +16,12 @@ from pyspark.sql import SparkSession
 from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
+from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
+from tests.support.cli import run_cli
 from tests.support.debezium import AVRO_ENVELOPE, AVRO_KEY, avro_event, debezium_changes, debezium_config
 from tests.support.jobs import timed_run
-from tests.support.spark import letters, partitions, rows, table_offsets
+from tests.support.spark import partitions, rows, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_keys, avro_values, table_state
 
@@ -35,17 +39,19 @@ def test_debezium_avro_changes_in_one_pass_match_sparks_path(
     produce_keyed(topic, debezium_changes(topic, changes))
     sides = {"direct": True, "spark": False}
 
-    def run(side: str) -> list[BatchTimings]:
-        config = debezium_config(
+    def config(side: str, per_trigger: int = 900) -> dict[str, Any]:
+        return debezium_config(
             scenario,
             **{
                 "tables.namespace": f"{scenario.namespace}_{side}",
                 "job.checkpoint_location": str(tmp_path / side),
                 "decode.direct_avro": sides[side],
-                "kafka.max_offsets_per_trigger": 900,
+                "kafka.max_offsets_per_trigger": per_trigger,
             },
         )
-        return timed_run(spark, scenario.config(**config))
+
+    def run(side: str, per_trigger: int = 900) -> list[BatchTimings]:
+        return timed_run(spark, scenario.config(**config(side, per_trigger)))
 
     timings = {side: run(side) for side in sides}
     spark_steps = {"decode", "prepare", "write"}
@@ -72,18 +78,43 @@ def test_debezium_avro_changes_in_one_pass_match_sparks_path(
     ).collect()
     assert {(r[0], r[1], r[2]) for r in read if r[2] is not None} == {(r.id, r.v, r.b) for r in theirs}
 
-    # An event Spark's path makes a dead letter (an op Debezium does not write): that batch goes
-    # Spark's way, its other changes applied, and the next batch is one-pass again.
+    # Events Spark's path makes dead letters of (an op Debezium does not write, a truncate, an
+    # update without its image) among changes: the tasks make the same letters, in its words, and
+    # the batch's changes stay on the one-pass path. The worst moment first: killed once the dead
+    # letters are committed, the table not; the replay adds each letter and change once.
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(600, 300, 3, seed=52)]
     produce_keyed(topic, debezium_changes(topic, more[:300]))
-    bad = {**avro_event("I", 7, 99_999, 99_999), "op": "x"}
-    key = avro_keys(topic, AVRO_KEY, [{"id": 7}])[0]
-    produce_keyed(topic, [(key, avro_values(topic, AVRO_ENVELOPE, [bad])[0], 1)])
-    assert ["decode" in t.steps for t in run("direct")] == [True], "the bad batch through Spark's decoder"
+    bad = [{**avro_event("I", 7, 99_999, 99_999), "op": "x"}, {**avro_event("I", 8, 99_998, 99_998), "op": "t"},
+           {**avro_event("U", 9, 99_997, 99_997), "after": None}]  # fmt: skip
+    keys = avro_keys(topic, AVRO_KEY, [{"id": 7}, {"id": 8}, {"id": 9}])
+    values = avro_values(topic, AVRO_ENVELOPE, bad)
+    produce_keyed(topic, [(k, v, n) for n, (k, v) in enumerate(zip(keys, values, strict=True))])
     produce_keyed(topic, debezium_changes(topic, more[300:]))
-    assert ["decode" in t.steps for t in run("direct")] == [False], "the next one in one pass"
-    state, count = table_state(spark, tables["direct"])
-    assert count == len(state)
-    assert state == oracle(changes + more)
-    dead = letters(spark, f"{scenario.namespace}_direct")
-    assert [(t, c) for t, _, c in dead] == [(topic, "DebeziumEnvelopeError")], dead
+    crashed = run_cli(scenario.write_config(tmp_path / "direct.yaml", **config("direct", 10_000)),
+                      env={faults.ENV: "after-dead-letters:2"})  # fmt: skip
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert "SIGKILL at after-dead-letters of batch 2" in crashed.stderr
+    timings = {side: run(side, 10_000) for side in sides}
+    assert [("direct" in t.steps, "decode" in t.steps) for t in timings["direct"]] == [(True, False)], (
+        "the replay: the bad events dead letters of the one-pass job, no Spark decode job"
+    )
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state)
+        assert state == oracle(changes + more)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in sides}
+    assert found["direct"] == found["spark"], "the same dead letters as Spark's path, once each"
+    assert sorted(r[-1] for r in found["direct"]) == [
+        "op u without its row image", "unknown op t", "unknown op x",
+    ]  # fmt: skip
+
+
+def dead_letters(spark: SparkSession, namespace: str) -> list[tuple[Any, ...]]:
+    """The dead letters as a user compares them: where, the record's bytes, the stage and error."""
+    table = f"{CATALOG}.{namespace}.dead_letters"
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted(
+        (r.topic, r.partition, r.offset, r.key, r.value, r.stage, r.error_class, r.error_message)
+        for r in spark.table(table).collect()
+    )

@@ -1,6 +1,7 @@
 """Debezium change events in Avro decoded by the one-pass tasks (batch/direct_avro.py,
 tasks/decode_avro.py, tasks/envelope_rows.py, tasks/semantic_values.py): the row type is Spark's
-path's, the rows are its rows, and every event that path makes a dead letter is declined."""
+path's, the rows are its rows, and every event that path makes a dead letter is declined, or a
+letter in that path's words where the caller takes them."""
 
 from __future__ import annotations
 
@@ -90,6 +91,32 @@ def test_events_sparks_path_makes_dead_letters_are_declined(change: dict[str, An
     good = avro_event("I", 1, 10, 100)
     assert decode([framed(good)]) is not None
     assert decode([framed(good), framed({**good, **change})]) is None, why
+
+
+def test_events_sparks_path_makes_dead_letters_are_letters_in_its_words_where_the_caller_takes_them() -> None:
+    good = [avro_event("I", 1, 10, 100), avro_event("U", 1, 11, 101), avro_event("D", 2, 12, 102)]
+    events = [good[0], {**good[0], "op": "x"}, good[1], {**good[1], "after": None}, {**good[2], "before": None},
+              {**good[0], "op": "t"}, good[2]]  # fmt: skip
+    struct = row_struct(TEXT, SPEC)
+    assert struct is not None
+    direct = direct_avro({FRAME: TEXT}, struct, SPEC)
+    assert direct is not None
+    arrow = pa.schema([pa.field(f.name, to_arrow_type(f.dataType)) for f in struct.fields])
+    offsets = list(range(40, 40 + len(events)))
+    carry = pa.table({"topic": ["t.a"] * len(events), "partition": [2] * len(events), "offset": offsets})
+    letters: list[tuple[str, int, int, str]] = []
+    rows = AvroRows(direct, arrow).decode(pa.array([framed(e) for e in events], pa.binary()), None, carry, letters)
+    assert rows is not None
+    assert [(r["offset"], r["id"], r["v"], r["_op"]) for r in rows.to_pylist()] == [
+        (40, 1, 10, "I"), (42, 1, 11, "U"), (46, 2, 12, "D"),
+    ]  # fmt: skip
+    assert rows.column_names == [*carry.column_names, *arrow.names], "no column of its own left"
+    assert letters == [
+        ("t.a", 2, 41, "unknown op x"), ("t.a", 2, 43, "op u without its row image"),
+        ("t.a", 2, 44, "op d without its row image"), ("t.a", 2, 45, "unknown op t"),
+    ]  # fmt: skip
+    no_coordinates = carry.select(["offset"])
+    assert AvroRows(direct, arrow).decode(pa.array([framed(e) for e in events]), None, no_coordinates, []) is None
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """A one-pass task's Avro records into their table's rows (tasks/decode_avro.py), a batch at a
 time: an append table's records Spark's path beyond doubt makes dead letters of become letters
 (tasks/dead_letters.py), its bodies that Avro's Java reader cannot decode too (tasks/avro_bodies.py,
-looked for only when a block of them did not decode); a record of a writer schema the table was
+looked for only when a block of them did not decode), and a table of changes' Debezium events
+that path makes dead letters of (tasks/envelope_rows.py); a record of a writer schema the table was
 not given declines it with the frames of those schemas (tasks/one_pass.py, batch/direct_rounds.py).
 With a key column, each row takes its record key (a string, or an Avro record key's struct), and
 a table of changes takes a tombstone as a delete of its key (`avro_rows`)."""
@@ -15,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.kafka import wire
-from icesink.tasks.dead_letters import MAX_LETTERS, Letter, avro_letters, undecodable_letters
-from icesink.tasks.decode_avro import DirectAvro
+from icesink.tasks.dead_letters import ENVELOPE, MAX_LETTERS, Letter, avro_letters, undecodable_letters
+from icesink.tasks.decode_avro import DirectAvro, EnvelopeLetter
 from icesink.tasks.plain_rows import TOMBSTONE
 from icesink.tasks.shared_decode import decoded_once
 from icesink.tasks.table_out import NAMED, ORDER, REFUSED, TableOut
@@ -33,15 +34,10 @@ def avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
         mine, letters = avro_letters(mine, NAMED, nulls=out.table.changes is None)
         if not _lettered(out, i, letters, decline) or not mine.num_rows:
             return
-    rows = _rows(out, mine)
-    if rows is None and out.table.letters:
-        # A body that does not decode refuses its block: those Java cannot decode are letters.
-        assert isinstance(out.table.decoder, DirectAvro)
-        mine, letters = undecodable_letters(mine, {w.frame: w.schema for w in out.table.decoder.writers}, NAMED)
-        if letters:
-            if not _lettered(out, i, letters, decline) or not mine.num_rows:
-                return
-            rows = _rows(out, mine)
+    taken = _lettered_rows(out, mine, i, decline)
+    if taken is None:
+        return
+    mine, rows = taken
     changes = out.table.changes is not None
     if rows is None:
         assert isinstance(out.table.decoder, DirectAvro)
@@ -52,20 +48,48 @@ def avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> 
         out.add(rows)
 
 
-def _rows(out: TableOut, records: pa.RecordBatch) -> pa.Table | None:
-    """The table's rows of `records` (of a table of field-routed topics, those it takes), or None."""
+def _lettered_rows(
+    out: TableOut, mine: pa.RecordBatch, i: int, decline: Any
+) -> tuple[pa.RecordBatch, pa.Table | None] | None:  # fmt: skip
+    """The records left and their rows (None: not taken), the dead letters among them taken: bodies
+    Avro's Java reader cannot decode (looked for when a block did not decode) and change events
+    Spark's path refuses. None when no record is left or the table was declined for its letters."""
+    found: list[EnvelopeLetter] = []
+    rows = _rows(out, mine, found)
+    if rows is None and out.table.letters:
+        # A body that does not decode refuses its block: those Java cannot decode are letters.
+        assert isinstance(out.table.decoder, DirectAvro)
+        mine, letters = undecodable_letters(mine, {w.frame: w.schema for w in out.table.decoder.writers}, NAMED)
+        if letters:
+            if not _lettered(out, i, letters, decline) or not mine.num_rows:
+                return None
+            found.clear()
+            rows = _rows(out, mine, found)
+    if (
+        rows is not None
+        and found
+        and not _lettered(out, i, [Letter(t, p, o, *ENVELOPE, w) for t, p, o, w in found], decline)
+    ):
+        return None
+    return mine, rows
+
+
+def _rows(out: TableOut, records: pa.RecordBatch, letters: list[EnvelopeLetter]) -> pa.Table | None:
+    """The table's rows of `records` (of a table of field-routed topics, those it takes), or None;
+    the change events that are dead letters in `letters` where the table takes letters."""
     try:
-        rows = avro_rows(out, records)
+        rows = avro_rows(out, records, letters if out.table.letters else None)
     except REFUSED:
         return None
     # A table of changes' rows have their coordinates and TOMBSTONE first.
     return out.routed(rows, len(ORDER) + 1 if out.table.changes is not None else 0) if rows is not None else None
 
 
-def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
+def avro_rows(out: TableOut, batch: pa.RecordBatch, letters: list[EnvelopeLetter] | None = None) -> pa.Table | None:
     """The table's rows of `batch`'s records (None when one is declined): for a table of changes,
     after their coordinates and whether each is a tombstone (`TOMBSTONE`); with a key column, the
-    record key in it (a string, or the struct of an Avro record key)."""
+    record key in it (a string, or the struct of an Avro record key). `letters`: where the change
+    events Spark's path makes dead letters of go (a table of changes'; else they decline)."""
     table, avro = out.table, out.avro
     assert avro is not None
     if out.keys is not None:
@@ -88,7 +112,7 @@ def avro_rows(out: TableOut, batch: pa.RecordBatch) -> pa.Table | None:
         frames = frozenset(w.frame for w in table.decoder.writers)
         rows = decoded_once(batch, out.decode_key, frames, lambda: avro.decode(values, named, None))
     else:
-        rows = avro.decode(values, named, carry)
+        rows = avro.decode(values, named, carry, letters if table.changes is not None else None)
     if rows is None:
         return None
     if table.changes is not None:

@@ -5,7 +5,8 @@ to the dead-letter table from Kafka's own bytes (batch/direct_letters.py).
 Only what leaves no doubt is judged here, for append tables (a table of changes reads a null
 value as a tombstone): a null value (`NULL_VALUE`, JSON and Avro); an Avro value that is neither
 Confluent-framed nor named by a schema-id header (`NOT_FRAMED`); a plain JSON value that is empty,
-not JSON, or JSON but not an object (`json_problem`). The wording is Spark's path's
+not JSON, or JSON but not an object (`json_problem`); and, for a table of changes too, an Avro
+Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`). The wording is Spark's path's
 (batch/decode/json_rows.py, batch/decode/avro.py; pinned in tests/unit/test_direct_letters.py, and
 `json_problem` against Spark's path in tests/spark/test_json_letters.py). Any other doubtful
 record still declines its table. Pure: no Spark.
@@ -48,6 +49,9 @@ NOT_FRAMED = ("header", "NotConfluentFramed", "no 0x00 magic byte and schema id"
 EMPTY_VALUE = ("decode", "EmptyValue", "empty value")
 NOT_JSON = ("decode", "JsonParseError", "not valid JSON")
 NOT_AN_OBJECT = ("decode", "JsonTypeError", "a JSON value that is not an object")
+# (stage, error class) of a Debezium change event Spark's path refuses; the message says why
+# (tasks/envelope_rows.problems, in batch/decode/debezium.envelope_error's words).
+ENVELOPE = ("decode", "DebeziumEnvelopeError")
 
 _JSON_SPACE = " \t\r\n"
 # The characters a JSON value can start with (strict JSON, which Spark's `try_parse_json` reads).

@@ -14,7 +14,8 @@ As tasks/decode_json.py, this takes a table's records only when they are beyond 
 Spark's decoder would make: writer schemas the driver chose (batch/direct_avro.py), every record
 framed with one of them, every body decoding to its end, every union index (at any depth) and
 decimal valid, every Debezium semantic value converted exactly (tasks/semantic_values.py), every
-change event one Spark's path would take (tasks/envelope_rows.py). Anything else declines the
+change event one Spark's path would take (tasks/envelope_rows.py; where the caller takes them, the
+events it makes dead letters of become letters, in its words). Anything else declines the
 table's share of the batch, which then goes through Spark's decoder (new schema ids, dead
 letters), but for the bodies Avro's reader cannot decode, which the task's loop makes dead letters
 of and reads the others again (tasks/avro_records.py). Pure: no Spark session; polars is imported on first use.
@@ -38,11 +39,16 @@ from icesink.tasks.avro_enums import EnumIndexError, has_enum, ints_for_enums, s
 from icesink.tasks.avro_maps import as_column, entries_for_maps
 from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_patterns
 from icesink.tasks.decode_json import DeclinedValueError
-from icesink.tasks.envelope_rows import Envelope, envelope_rows
+from icesink.tasks.envelope_rows import Envelope, envelope_rows, problems
 from icesink.tasks.semantic_values import Path, converted
 
 _FRAME = "__icesink_frame"
 _END = "__icesink_end"
+# A change event's dead-letter reason, after the table's columns while the rows are put together.
+_PROBLEM = "__icesink_problem"
+_COORDINATES = ("topic", "partition", "offset")
+# (topic, partition, offset, why): a change event Spark's path makes a dead letter of.
+EnvelopeLetter = tuple[str, int, int, str]
 _MARK_SIZE = 8
 _SYNC = b"icesink-direct-1"  # an Avro container file's 16-byte block separator
 
@@ -133,11 +139,16 @@ class AvroRows:
         self._index_readings: dict[tuple[bytes, frozenset[Path]], tuple[bytes, list[str]]] = {}
         self._mark = secrets.token_bytes(_MARK_SIZE)  # unguessable: no body can fake it
 
-    def decode(self, values: pa.Array, named: pa.Array | None = None, carry: pa.Table | None = None) -> pa.Table | None:
+    def decode(
+        self, values: pa.Array, named: pa.Array | None = None, carry: pa.Table | None = None,
+        letters: list[EnvelopeLetter] | None = None,
+    ) -> pa.Table | None:  # fmt: skip
         """The records' rows in the table's columns, or None when any record is declined. `named`:
         whether each record names its schema in a header (its body is unframed: declined).
         `carry`: columns of the same records (their Kafka coordinates) put before the table's, row
-        for row (the rows come a writer schema at a time, not in the records' order)."""
+        for row (the rows come a writer schema at a time, not in the records' order). `letters`:
+        where the change events Spark's path makes dead letters of go, by the coordinates `carry`
+        has (`topic`, `partition`, `offset`); without it, or them, such an event declines."""
         if values.null_count or (named is not None and pc.any(named).as_py()):
             return None
         frames = pc.binary_slice(values, 0, wire.HEADER_SIZE)
@@ -153,8 +164,12 @@ class AvroRows:
             rows = self._decoded(w, values if every else values.filter(mine))
             if rows is None:
                 return None
-            if carry is not None:
-                extra = carry if every else carry.filter(mine)
+            extra = None if carry is None else carry if every else carry.filter(mine)
+            if _PROBLEM in rows.column_names:
+                if letters is None or extra is None or not set(_COORDINATES) <= set(extra.column_names):
+                    return None
+                rows, extra = _lettered(rows, extra, letters)
+            if extra is not None:
                 rows = pa.Table.from_arrays(
                     [*extra.columns, *rows.columns], names=[*extra.column_names, *rows.column_names]
                 )
@@ -232,9 +247,8 @@ class AvroRows:
         semantics = dict(w.semantics)
         if self._direct.envelope is not None:
             rows = envelope_rows(decoded, self._direct.envelope, self._schema, semantics)
-            if rows is None:
-                raise DeclinedValueError("a change event Spark's path makes a dead letter")
-            return rows
+            why = problems(decoded)
+            return rows if why is None else rows.append_column(_PROBLEM, why)
         n = decoded.num_rows
         paths = dict(w.columns) if w.columns is not None else {name: (name,) for name in w.fields}
         columns = []
@@ -247,6 +261,17 @@ class AvroRows:
             else:
                 columns.append(pa.nulls(n, f.type))
         return pa.Table.from_arrays(columns, schema=self._schema)
+
+
+def _lettered(rows: pa.Table, carried: pa.Table, letters: list[EnvelopeLetter]) -> tuple[pa.Table, pa.Table]:
+    """`rows` and `carried` without the change events `rows`' problem column names, which go to
+    `letters` with their coordinates."""
+    why = rows.column(_PROBLEM)
+    bad = pc.is_valid(why)
+    coordinates = carried.filter(bad)
+    letters += zip(*(coordinates.column(n).to_pylist() for n in _COORDINATES), why.filter(bad).to_pylist(), strict=True)
+    good = pc.invert(bad)
+    return rows.drop_columns([_PROBLEM]).filter(good), carried.filter(good)
 
 
 def _data(records: pa.Array) -> memoryview:

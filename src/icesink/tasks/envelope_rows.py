@@ -1,8 +1,8 @@
 """Debezium change events, decoded, into a table's rows in Arrow, in the tasks: the rows Spark's path
 makes (batch/decode/debezium.py `row`): the image is `after`, or `before` for a delete; `op` c and
 r become I, u U, d D in the operation column; a column `_source_<name>` takes the source field of
-that name. An event Spark's path would make a dead letter (no op, another op, no image) declines
-the table's records instead (`None`), which then take that path.
+that name. An event Spark's path makes a dead letter of (no op, another op, no image) gets that
+path's words in `problems`; its row is left for the caller to drop (tasks/decode_avro.py).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from icesink.tasks.semantic_values import Path, converted
 
 _SPELLINGS = pa.array(list(OPS))
 _CODES = pa.array(list(OPS.values()))
+_NO_IMAGE = " without its row image"
 
 
 @dataclass(frozen=True)
@@ -36,21 +37,37 @@ def _column(decoded: pa.Table, name: str) -> pa.Array | None:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def envelope_rows(
-    decoded: pa.Table, envelope: Envelope, schema: pa.Schema, semantics: Mapping[Path, str]
-) -> pa.Table | None:
+def problems(decoded: pa.Table) -> pa.Array | None:
+    """Why each decoded envelope is a dead letter on Spark's path, in its words
+    (batch/decode/debezium.py `envelope_error`; null for an event it takes), or None for none."""
+    op, after, before = (_column(decoded, n) for n in ("op", "after", "before"))
+    assert op is not None
+    assert after is not None
+    known = pc.is_in(op, value_set=_SPELLINGS)
+    image = pc.if_else(pc.equal(op, "d"), before.is_valid() if before is not None else False, after.is_valid())
+    if pc.all(pc.and_kleene(known, image)).as_py():
+        return None
+    spelled = pc.cast(pc.fill_null(op, ""), pa.string())  # polars reads large strings
+    why = pc.if_else(
+        pc.is_null(op),
+        pa.scalar("no op in the change event"),
+        pc.if_else(
+            known,
+            pc.if_else(image, pa.scalar(None, pa.string()), pc.binary_join_element_wise("op ", spelled, _NO_IMAGE, "")),
+            pc.binary_join_element_wise("unknown op ", spelled, ""),
+        ),
+    )
+    return why.combine_chunks() if isinstance(why, pa.ChunkedArray) else why
+
+
+def envelope_rows(decoded: pa.Table, envelope: Envelope, schema: pa.Schema, semantics: Mapping[Path, str]) -> pa.Table:
     """The rows of decoded envelopes (top-level fields `before`, `after`, `source`, `op`) in the
-    table's columns (`schema`), or None when one would be a dead letter on Spark's path."""
+    table's columns (`schema`); those of events `problems` names are not rows of Spark's path."""
     op, after, before, source = (_column(decoded, n) for n in ("op", "after", "before", "source"))
     assert op is not None
     assert after is not None
     found = pc.index_in(op, value_set=_SPELLINGS)
-    if found.null_count:
-        return None  # no op, or one Debezium's envelope does not have (t, m)
     deleting = pc.equal(op, "d")
-    image_valid = pc.if_else(deleting, before.is_valid() if before is not None else False, after.is_valid())
-    if not pc.all(image_valid).as_py():
-        return None
     source_fields = set(source.type.names) if source is not None and pa.types.is_struct(source.type) else set()
     image_fields = set(after.type.names)
     prefix = envelope.source_prefix
