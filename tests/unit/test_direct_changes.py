@@ -1,5 +1,6 @@
 """The one-pass job's changes (tasks/change_rows.py): which operations it takes as Spark's path
-reads them, and the check that no key was written by two tasks."""
+reads them, the changes that path makes dead letters of (in its words), and the check that no key
+was written by two tasks."""
 
 from __future__ import annotations
 
@@ -10,7 +11,10 @@ import pyarrow as pa
 import pytest
 
 from icesink.batch.changes import OP_CODES
-from icesink.tasks.change_rows import key_fingerprints, keys_set, operation_codes, shared_keys
+from icesink.config import WriteMode
+from icesink.tasks.change_rows import ChangeSpec, change_problems, key_fingerprints, operation_codes, shared_keys
+
+CHANGELOG = ChangeSpec(WriteMode.CHANGELOG, ("id", "region"), "op", "_key")
 
 
 def test_operations_are_read_as_sparks_path_reads_them() -> None:
@@ -43,10 +47,32 @@ def test_an_upsert_tables_changes_are_all_updates() -> None:
     assert codes.to_pylist() == ["U", "U", "U"]
 
 
-def test_a_change_without_its_key_is_not_taken() -> None:
-    rows = pa.table({"id": [1, None], "region": ["eu", "us"], "v": [None, 2]})
-    assert not keys_set(rows, ["id", "region"])
-    assert keys_set(rows, ["region"])
+def test_changes_sparks_path_refuses_are_its_dead_letters_in_its_words() -> None:
+    values = pa.table({
+        "id": [1, None, 3, 4, None, 6, 7], "region": ["eu", "us", None, "eu", None, "eu", "eu"],
+        "op": ["I", "U", "u", " X ", "x", None, "d"],
+    })  # fmt: skip
+    tombstones = pa.array([False] * 7)
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG) == {
+        1: ("MissingKey", "no value for key column(s) id"),
+        2: ("MissingKey", "no value for key column(s) region"),
+        3: ("UnknownOperation", "operation column op holds ' X ', not I, U or D"),
+        4: ("UnknownOperation", "operation column op holds 'x', not I, U or D"),  # before its missing keys
+        5: ("UnknownOperation", "operation column op holds null, not I, U or D"),
+    }
+    assert change_problems(values.slice(0, 1), values.column("op").slice(0, 1), tombstones[:1], CHANGELOG) == {}
+    upsert = ChangeSpec(WriteMode.UPSERT, ("id",), "op", "_key")
+    assert change_problems(values, None, tombstones, upsert) == {
+        1: ("MissingKey", "no value for key column(s) id"), 4: ("MissingKey", "no value for key column(s) id"),
+    }  # fmt: skip
+
+
+def test_a_tombstone_without_its_key_or_an_operation_not_ascii_declines() -> None:
+    values = pa.table({"id": [1, None], "region": ["eu", None], "op": ["I", None]})
+    assert change_problems(values, values.column("op"), pa.array([False, True]), CHANGELOG) is None
+    assert change_problems(values.slice(0, 1), values.column("op").slice(0, 1), pa.array([True]), CHANGELOG) == {}
+    spelled = pa.table({"id": [1], "region": ["eu"], "op": ["İ"]})
+    assert change_problems(spelled, spelled.column("op"), pa.array([False]), CHANGELOG) is None
 
 
 def test_a_key_written_by_two_tasks_is_found_whatever_its_columns() -> None:

@@ -102,8 +102,9 @@ def why_declined(d: DirectItem, i: int, found: Outcome) -> str:
         older = f", an {d.changes.order_by} below {floor}, which a row of the table holds" if floor is not None else ""
         return (
             f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
-            "does not decode, a value out of range, no key, an operation not I, U or D, a change event without its "
-            f"row or with an op not c, r, u or d{older})"
+            "does not decode, a value out of range, a tombstone without its key, a JSON change event without its "
+            "row or with an op not c, r, u or d; where the tasks make no dead letters (Connect JSON, "
+            f"decode.on_error: fail), a change without its key or with an operation not I, U or D{older})"
         )
     if isinstance(d.decoder, DirectAvro):
         return (

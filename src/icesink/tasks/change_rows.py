@@ -10,8 +10,10 @@ anything is committed: its share of the batch then goes Spark's way. Two keys wi
 fingerprint only cost that detour.
 
 A record is taken only when Spark's path would apply it (`operation_codes`): its operation one of
-OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything
-else is a dead letter there, so the table is declined.
+OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything else
+is a dead letter there: a change with an operation not in OP_CODES or without a key column's
+value becomes the same dead letter here (`change_problems`, in batch/changes.classify's words);
+a tombstone without its key, or an operation that is not ASCII, declines the table.
 
 Pure: pyarrow, numpy and polars.
 """
@@ -69,9 +71,42 @@ def operation_codes(raw: pa.ChunkedArray | pa.Array | None, rows: int) -> pa.Arr
     return _CODES.take(found)
 
 
-def keys_set(rows: pa.Table, keys: Sequence[str]) -> bool:
-    """Whether every row has a value in each key column (a change without one is a dead letter)."""
-    return all(rows.column(k).null_count == 0 for k in keys)
+def change_problems(
+    values: pa.Table, raw: pa.ChunkedArray | pa.Array | None, tombstones: pa.Array, spec: ChangeSpec
+) -> dict[int, tuple[str, str]] | None:  # fmt: skip
+    """The changes Spark's path makes dead letters of, by row: (error class, message) in its words
+    (batch/changes.classify): an operation (`raw`, None for an upsert table) not in OP_CODES, then a
+    key column without a value. None when one is in doubt (the table is declined): a tombstone
+    without its key (worded by how its record key decoded there), an operation not ASCII."""
+    n = values.num_rows
+    live = pc.invert(tombstones)
+    missing = {k: pc.is_null(values.column(k)) for k in spec.keys}
+    no_key = pa.array([False] * n)
+    for m in missing.values():
+        no_key = pc.or_(no_key, m)
+    if pc.any(pc.and_(tombstones, no_key)).as_py():
+        return None
+    unknown = pa.array([False] * n)
+    if raw is not None:
+        raw = raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw
+        if not pc.all(pc.or_(tombstones, pc.fill_null(pc.string_is_ascii(raw), True))).as_py():
+            return None
+        found = pc.index_in(pc.utf8_lower(pc.utf8_trim(raw, " ")), value_set=_SPELLINGS)
+        unknown = pc.and_(live, pc.is_null(found))
+    bad = pc.or_(unknown, pc.and_(live, no_key))
+    if not pc.any(bad).as_py():
+        return {}
+    out = {}
+    for j in pc.indices_nonzero(bad).to_pylist():
+        if unknown[j].as_py():
+            assert raw is not None
+            held = raw[j].as_py()
+            spelled = "null" if held is None else f"'{held}'"
+            out[j] = ("UnknownOperation", f"operation column {spec.operation_column} holds {spelled}, not I, U or D")
+        else:
+            names = ", ".join(k for k in spec.keys if missing[k][j].as_py())
+            out[j] = ("MissingKey", f"no value for key column(s) {names}")
+    return out
 
 
 def key_fingerprints(keys: pa.Table) -> bytes:

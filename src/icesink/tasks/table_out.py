@@ -4,7 +4,8 @@ key, partition values computed, and its files written (tasks/files.py).
 
 A table of changes takes its rows with their Kafka coordinates and whether each is a tombstone
 (`TOMBSTONE`, a record without a value keyed by a string or Avro record key: a delete of that
-key). Rows whose key or operation Spark's path would refuse make the table declined.
+key). Rows whose key or operation Spark's path refuses are dead letters where the table takes
+them (tasks/change_rows.change_problems), else they make the table declined.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import pyarrow.compute as pc
 from icesink.config import WriteMode
 from icesink.model import WrittenFile
 from icesink.schema.partitioning import PartitionField
-from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, key_fingerprints, keys_set, operation_codes
-from icesink.tasks.dead_letters import Letter
+from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, change_problems, key_fingerprints, operation_codes
+from icesink.tasks.dead_letters import MAX_LETTERS, Letter
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn
@@ -128,16 +129,21 @@ class TableOut:
     def add_changes(self, rows: pa.Table) -> bool:
         """Changes decoded with their Kafka coordinates (`ORDER`) and whether each is a tombstone
         before the table's columns; False when one would not be applied (no key, an unknown
-        operation) or may be older than the row the table holds (`order_floor`): the table is
-        declined."""
+        operation: dead letters where the table takes them, `change_problems`) or may be older than
+        the row the table holds (`order_floor`): the table is declined."""
         spec = self.table.changes
         assert spec is not None
         coordinates = len(ORDER)  # by position: a table may have a column named offset too
         values = rows.select(list(range(coordinates + 1, rows.num_columns)))
-        if not keys_set(values, spec.keys):
-            return False
-        tombstones = rows.column(coordinates)
+        tombstones = rows.column(coordinates).combine_chunks()
         raw = values.column(spec.operation_column) if spec.mode is WriteMode.CHANGELOG else None
+        found = change_problems(values, raw, tombstones, spec)
+        if found is None or (found and not self._lettered(rows, found)):
+            return False
+        if found:
+            kept = pa.array([j not in found for j in range(rows.num_rows)])
+            rows, values, tombstones = rows.filter(kept), values.filter(kept), tombstones.filter(kept)
+            raw = raw.filter(kept) if raw is not None else None
         if raw is not None:
             raw = pc.if_else(tombstones, pa.scalar("d"), raw)  # a tombstone deletes its key
         codes = operation_codes(raw, rows.num_rows)
@@ -162,6 +168,17 @@ class TableOut:
         ]
         self._changes.append(pa.Table.from_arrays(arrays, names=names))
         return True
+
+    def _lettered(self, rows: pa.Table, found: Mapping[int, tuple[str, str]]) -> bool:
+        """Takes the changes `found` as dead letters (their coordinates: `rows`' first columns);
+        False when the table takes none, or past `MAX_LETTERS`."""
+        if not self.table.letters:
+            return False
+        topic, partition, offset = (rows.column(i) for i in range(len(ORDER)))
+        for j, (error_class, message) in sorted(found.items()):
+            at = (topic[j].as_py(), partition[j].as_py(), offset[j].as_py())
+            self.letters.append(Letter(*at, "change", error_class, message))
+        return len(self.letters) <= MAX_LETTERS
 
     def _write_changes(self) -> None:
         """Each key's last change among all the task read: its key to the delete file, its row to
