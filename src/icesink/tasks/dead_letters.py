@@ -6,10 +6,11 @@ Only what leaves no doubt is judged here, for append tables (a table of changes 
 value as a tombstone): a null value (`NULL_VALUE`, JSON and Avro); an Avro value that is neither
 Confluent-framed nor named by a schema-id header (`NOT_FRAMED`); a plain JSON value that is empty,
 not JSON, or JSON but not an object (`json_problem`); and, for a table of changes too, an Avro
-Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`). The wording is Spark's path's
-(batch/decode/json_rows.py, batch/decode/avro.py; pinned in tests/unit/test_direct_letters.py, and
-`json_problem` against Spark's path in tests/spark/test_json_letters.py). Any other doubtful
-record still declines its table. Pure: no Spark.
+Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`). The
+wording is Spark's path's (batch/decode/json_rows.py, batch/decode/avro.py; pinned in
+tests/unit/test_direct_letters.py, and `json_problem` against Spark's path in
+tests/spark/test_json_letters.py). Any other doubtful record still declines its table (a change
+without its key or operation: tasks/change_rows.change_problems). Pure: no Spark.
 """
 
 from __future__ import annotations
