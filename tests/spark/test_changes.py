@@ -1,10 +1,13 @@
-"""Change classification and the last change per key (icesink.batch.changes) on hand-made rows."""
+"""Change classification and the last change per key (icesink.batch.changes) on hand-made rows,
+and the one-pass tasks' dead letters of changes (tasks/change_rows.change_problems) against it."""
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
@@ -12,20 +15,23 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 from icesink.batch.changes import OP, ChangeSpec, change_order, classify
 from icesink.batch.decode import ERROR, ERROR_TYPE, ROW, no_error
 from icesink.config import WriteMode
+from icesink.tasks.change_rows import change_problems
 from icesink.tasks.last_changes import last_per_key
 
 TARGET = StructType([StructField("id", LongType()), StructField("name", StringType()), StructField("op", StringType())])
 CHANGELOG = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key")
 
 
-def parsed(spark: SparkSession, records: list[tuple[str | None, dict[str, Any] | None]]) -> DataFrame:
+def parsed(
+    spark: SparkSession, records: list[tuple[str | None, dict[str, Any] | None]], target: StructType = TARGET
+) -> DataFrame:
     """Decoded records: (the JSON key, the decoded row or None for a tombstone), offsets 0, 1, ..."""
     schema = StructType(
         [
             StructField("key", BinaryType()),
             StructField("value", BinaryType()),
             StructField("offset", LongType()),
-            StructField(ROW, TARGET),
+            StructField(ROW, target),
             StructField(ERROR, ERROR_TYPE),
         ]
     )
@@ -75,6 +81,40 @@ def test_classify_operations_tombstones_and_missing_keys(spark: SparkSession) ->
         (5, "I", (None, "e", "i"), "MissingKey", "no value for key column(s) id"),
         (6, "D", (None, None, None), "NullValue", "null value and null key: no row to delete"),
     ]
+
+
+def test_the_one_pass_tasks_make_the_same_dead_letters_of_changes_in_the_same_words(spark: SparkSession) -> None:
+    """The records classify makes dead letters of (a record key in the key column `__key`), and
+    the same records as the tasks hold them (a key column a value lacks filled from the record
+    key, a tombstone a row of only its key): the same rows, the same error classes and messages."""
+    records: list[tuple[str | None, dict[str, Any] | None]] = [
+        ('{"id": 1}', {"id": 1, "name": "a", "op": "c"}),
+        ('{"id": 3}', {"id": 3, "name": "x", "op": " X "}),
+        ('{"id": 4}', {"id": None, "name": "d", "op": "d"}),  # the key from the record key
+        (None, {"id": None, "name": "e", "op": "i"}),
+        (None, {"id": None, "name": "f", "op": "nope"}),
+        ('{"id": 5}', {"id": 5, "name": "g", "op": None}),
+        ('{"id": 2}', None),  # a tombstone: a delete of its record key
+        (None, None),
+        ('{"other": 1}', None),
+    ]
+    keys = [None if k is None else {"id": json.loads(k).get("id")} for k, _ in records]
+    keyed = [(k, None if r is None else {**r, "__key": key}) for (k, r), key in zip(records, keys, strict=True)]
+    target = StructType([*TARGET.fields, StructField("__key", StructType([StructField("id", LongType())]))])
+    spec = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "__key")
+    key = F.from_json(F.col("key").cast("string"), "id bigint")
+    classified = outcome(classify(parsed(spark, keyed, target), spec, target, key, no_error()))
+    theirs = {offset: (error_class, message) for offset, _, _, error_class, message in classified if error_class}
+
+    def held(row: dict[str, Any] | None, key: dict[str, Any] | None) -> dict[str, Any]:
+        own, of_key = row or {}, key or {}
+        filled = own.get("id") if own.get("id") is not None else of_key.get("id")
+        return {"id": filled, "name": own.get("name"), "op": own.get("op"), "__key": key}
+
+    values = pa.Table.from_pylist([held(r, k) for (_, r), k in zip(records, keys, strict=True)])
+    tombstones = pa.array([r is None for _, r in records])
+    assert change_problems(values, values.column("op"), tombstones, spec) == theirs
+    assert sorted(c for c, _ in theirs.values()) == [*["MissingKey"] * 2, "NullValue", *["UnknownOperation"] * 3]
 
 
 def test_upsert_rows_are_updates_whatever_their_columns_say(spark: SparkSession) -> None:

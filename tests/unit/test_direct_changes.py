@@ -67,10 +67,22 @@ def test_changes_sparks_path_refuses_are_its_dead_letters_in_its_words() -> None
     }  # fmt: skip
 
 
-def test_a_tombstone_without_its_key_or_an_operation_not_ascii_declines() -> None:
-    values = pa.table({"id": [1, None], "region": ["eu", None], "op": ["I", None]})
-    assert change_problems(values, values.column("op"), pa.array([False, True]), CHANGELOG) is None
-    assert change_problems(values.slice(0, 1), values.column("op").slice(0, 1), pa.array([True]), CHANGELOG) == {}
+def test_tombstones_without_their_key_are_dead_letters_where_the_key_column_says_why() -> None:
+    values = pa.table({
+        "id": [1, None, None, None], "region": ["eu", None, "eu", None],
+        "op": [None, None, None, "i"], "_key": ["k1", None, "k3", None],
+    })  # fmt: skip
+    tombstones = pa.array([True, True, True, False])
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG) == {
+        1: ("NullValue", "null value and null key: no row to delete"),
+        2: ("MissingKey", "a tombstone whose record key has no value for key column(s) id"),
+        3: ("MissingKey", "no value for key column(s) id, region"),
+    }
+    without = values.drop_columns(["_key"])
+    assert change_problems(without, without.column("op"), tombstones, CHANGELOG) is None, "no key column: in doubt"
+
+
+def test_an_operation_not_ascii_declines() -> None:
     spelled = pa.table({"id": [1], "region": ["eu"], "op": ["İ"]})
     assert change_problems(spelled, spelled.column("op"), pa.array([False]), CHANGELOG) is None
 

@@ -12,8 +12,9 @@ fingerprint only cost that detour.
 A record is taken only when Spark's path would apply it (`operation_codes`): its operation one of
 OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything else
 is a dead letter there: a change with an operation not in OP_CODES or without a key column's
-value becomes the same dead letter here (`change_problems`, in batch/changes.classify's words);
-a tombstone without its key, or an operation that is not ASCII, declines the table.
+value, and a tombstone without a record key or whose key lacks a key column, become the same
+dead letters here (`change_problems`, in batch/changes.classify's words); an operation that is
+not ASCII declines the table.
 
 Pure: pyarrow, numpy and polars.
 """
@@ -75,16 +76,18 @@ def change_problems(
     values: pa.Table, raw: pa.ChunkedArray | pa.Array | None, tombstones: pa.Array, spec: ChangeSpec
 ) -> dict[int, tuple[str, str]] | None:  # fmt: skip
     """The changes Spark's path makes dead letters of, by row: (error class, message) in its words
-    (batch/changes.classify): an operation (`raw`, None for an upsert table) not in OP_CODES, then a
-    key column without a value. None when one is in doubt (the table is declined): a tombstone
-    without its key (worded by how its record key decoded there), an operation not ASCII."""
+    (batch/changes.classify): a tombstone without a record key (its key column, `spec.key_column`,
+    null) or whose key lacks a key column's value; an operation (`raw`, None for an upsert table)
+    not in OP_CODES, then a key column without a value. None when one is in doubt (the table is
+    declined): an operation not ASCII, a tombstone without its key where no key column says why."""
     n = values.num_rows
     live = pc.invert(tombstones)
     missing = {k: pc.is_null(values.column(k)) for k in spec.keys}
     no_key = pa.array([False] * n)
     for m in missing.values():
         no_key = pc.or_(no_key, m)
-    if pc.any(pc.and_(tombstones, no_key)).as_py():
+    keyless = _keyless(values, tombstones, no_key, spec.key_column)
+    if keyless is None:
         return None
     unknown = pa.array([False] * n)
     if raw is not None:
@@ -93,20 +96,34 @@ def change_problems(
             return None
         found = pc.index_in(pc.utf8_lower(pc.utf8_trim(raw, " ")), value_set=_SPELLINGS)
         unknown = pc.and_(live, pc.is_null(found))
-    bad = pc.or_(unknown, pc.and_(live, no_key))
+    bad = pc.or_(pc.or_(unknown, keyless), no_key)
     if not pc.any(bad).as_py():
         return {}
     out = {}
     for j in pc.indices_nonzero(bad).to_pylist():
-        if unknown[j].as_py():
+        names = ", ".join(k for k in spec.keys if missing[k][j].as_py())
+        if keyless[j].as_py():
+            out[j] = ("NullValue", "null value and null key: no row to delete")
+        elif tombstones[j].as_py():
+            out[j] = ("MissingKey", f"a tombstone whose record key has no value for key column(s) {names}")
+        elif unknown[j].as_py():
             assert raw is not None
             held = raw[j].as_py()
             spelled = "null" if held is None else f"'{held}'"
             out[j] = ("UnknownOperation", f"operation column {spec.operation_column} holds {spelled}, not I, U or D")
         else:
-            names = ", ".join(k for k in spec.keys if missing[k][j].as_py())
             out[j] = ("MissingKey", f"no value for key column(s) {names}")
     return out
+
+
+def _keyless(values: pa.Table, tombstones: pa.Array, no_key: pa.Array, key_column: str) -> pa.Array | None:
+    """Which tombstones had no record key (their key column null), or None when a tombstone lacks
+    a key column's value and the table has no key column to say whether its record key was null."""
+    if key_column in values.column_names:
+        return pc.and_(tombstones, pc.is_null(values.column(key_column)))
+    if pc.any(pc.and_(tombstones, no_key)).as_py():
+        return None
+    return pa.array([False] * values.num_rows)
 
 
 def key_fingerprints(keys: pa.Table) -> bytes:
