@@ -110,6 +110,47 @@ def test_debezium_avro_changes_in_one_pass_match_sparks_path(
     ]  # fmt: skip
 
 
+def test_a_case_insensitive_debezium_table_takes_events_spelled_otherwise_in_one_pass(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """`tables.case_insensitive`: a changelog table of Debezium Avro events, keyed by their Avro
+    record key, created by events of one spelling, then fed events whose image spells `v` and
+    `name` upper-case (a database that upper-cases names): the same columns, every batch in one
+    pass with no Spark decode job, the same table as Spark's path's and the oracle."""
+    topic = scenario.topic("ledger")
+    create_topics(topic, partitions=2)
+    first = list(random_changes(400, 80, 2, seed=61))
+    second = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(400, 80, 2, seed=62)]
+    produce_keyed(topic, debezium_changes(topic, first))
+    sides = {"direct": True, "spark": False}
+
+    def run(side: str) -> list[BatchTimings]:
+        config = debezium_config(
+            scenario, **{
+                "tables.namespace": f"{scenario.namespace}_{side}", "job.checkpoint_location": str(tmp_path / side),
+                "decode.direct_avro": sides[side], "tables.case_insensitive": True,
+            },
+        )  # fmt: skip
+        return timed_run(spark, scenario.config(**config))
+
+    before = {side: run(side) for side in sides}
+    produce_keyed(topic, debezium_changes(topic, second, names={"v": "V", "name": "NAME"}))
+    after = {side: run(side) for side in sides}
+    assert [("direct" in t.steps, "decode" in t.steps) for t in before["direct"] + after["direct"]] == [
+        (True, False), (True, False),
+    ], "both batches in one pass, the second of the other spelling too"  # fmt: skip
+    assert not any("direct" in t.steps for t in before["spark"] + after["spark"])
+    tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_ledger" for side in sides}
+    for table in tables.values():
+        assert [f.name for f in spark.table(table).schema.fields][:3] == ["id", "v", "name"]
+        state, count = table_state(spark, table)
+        assert count == len(state)
+        assert state == oracle(first + second)
+        assert table_offsets(spark, table) == end_offsets(topic)
+    assert rows(spark, tables["direct"]) == rows(spark, tables["spark"]), "every column, as Spark's path"
+    assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+
+
 def dead_letters(spark: SparkSession, namespace: str) -> list[tuple[Any, ...]]:
     """The dead letters as a user compares them: where, the record's bytes, the stage and error."""
     table = f"{CATALOG}.{namespace}.dead_letters"

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -107,12 +108,25 @@ def avro_event(op: str, key: int, seq: int, lsn: int) -> dict[str, Any]:
     return dbz.event(op, avro_row(key, seq), lsn)
 
 
-def debezium_changes(topic: str, changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
+def spelled(names: dict[str, str]) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]:
+    """AVRO_ENVELOPE with its row's fields renamed (`names`: old -> new, as a database that
+    upper-cases names spells them), and a row image of AVRO_ROW renamed alike."""
+    row = {**AVRO_ROW, "fields": [{**f, "name": names.get(f["name"], f["name"])} for f in AVRO_ROW["fields"]]}
+    return dbz.envelope(row), lambda image: {names.get(k, k): v for k, v in image.items()}
+
+
+def debezium_changes(
+    topic: str, changes: list[Change], names: dict[str, str] | None = None
+) -> list[tuple[bytes | None, bytes | None, int]]:  # fmt: skip
     """(key, value, partition) of each change as Debezium writes it in Avro with its defaults: the
     key an Avro record of the id, a delete carrying its row as before; a T (a delete Debezium
-    follows with a tombstone, `tombstones.on.delete`) both the delete and the tombstone."""
-    events = [avro_event("D" if c.op == "T" else c.op, c.key, c.seq, c.seq + 1) for c in changes]
-    values = avro_values(topic, AVRO_ENVELOPE, events)
+    follows with a tombstone, `tombstones.on.delete`) both the delete and the tombstone. With
+    `names`, the row's fields renamed (`spelled`)."""
+    schema, rename = spelled(names) if names else (AVRO_ENVELOPE, lambda image: image)
+    events = [
+        dbz.event("D" if c.op == "T" else c.op, rename(avro_row(c.key, c.seq)), c.seq + 1) for c in changes
+    ]  # fmt: skip
+    values = avro_values(topic, schema, events)
     keys = avro_keys(topic, AVRO_KEY, [{"id": c.key} for c in changes])
     out: list[tuple[bytes | None, bytes | None, int]] = []
     for c, key, value in zip(changes, keys, values, strict=True):

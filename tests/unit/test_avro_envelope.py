@@ -21,10 +21,11 @@ from icesink.batch.avro_types import avro_type, inlined
 from icesink.batch.decode import semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.direct_avro import direct_avro, row_struct
+from icesink.batch.direct_shape import Shaping
 from icesink.kafka import wire
 from icesink.tasks import semantic_values
 from icesink.tasks.decode_avro import AvroRows
-from tests.support.debezium import AVRO_ENVELOPE, avro_event, variable_decimal
+from tests.support.debezium import AVRO_ENVELOPE, avro_event, avro_row, spelled, variable_decimal
 
 SPEC = EnvelopeSpec("_op", ("ts_ms", "lsn"))
 FRAME = wire.id_key(3)
@@ -117,6 +118,32 @@ def test_events_sparks_path_makes_dead_letters_are_letters_in_its_words_where_th
     ]  # fmt: skip
     no_coordinates = carry.select(["offset"])
     assert AvroRows(direct, arrow).decode(pa.array([framed(e) for e in events]), None, no_coordinates, []) is None
+
+
+def test_a_case_insensitive_table_takes_events_whose_fields_are_spelled_otherwise() -> None:
+    """The table's columns as the lower-case events made them; events of a writer schema spelling
+    `v` and `name` upper-case fill the same columns."""
+    upper, rename = spelled({"v": "V", "name": "NAME"})
+    struct = row_struct(TEXT, SPEC)
+    assert struct is not None
+    frame = wire.id_key(4)
+    assert direct_avro({frame: json.dumps(upper)}, struct, SPEC) is None, "matched exactly: another table's fields"
+    direct = direct_avro({frame: json.dumps(upper)}, struct, SPEC, Shaping(case_insensitive=True))
+    assert direct is not None
+    arrow = pa.schema([pa.field(f.name, to_arrow_type(f.dataType)) for f in struct.fields])
+    events = [avro_event("I", 1, 10, 100), avro_event("D", 2, 12, 102)]
+    values = []
+    for e in events:
+        buf = io.BytesIO(frame)
+        buf.seek(len(frame))
+        image = {k: rename(v) if isinstance(v, dict) and "id" in v else v for k, v in e.items()}
+        fastavro.schemaless_writer(buf, fastavro.parse_schema(copy.deepcopy(upper)), image)
+        values.append(buf.getvalue())
+    rows = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert rows is not None
+    assert [(r["id"], r["v"], r["name"], r["_op"], r["_source_lsn"]) for r in rows.to_pylist()] == [
+        (1, 10, avro_row(1, 10)["name"], "I", 100), (2, 12, avro_row(2, 12)["name"], "D", 102),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from pyspark.sql.types import StructType
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.debezium import EnvelopeSpec
-from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows
+from icesink.batch.direct_avro import avro_declined, direct_avro, merged_rows, row_struct
 from icesink.batch.direct_item import DirectItem, declined
 from icesink.batch.direct_json import Item
 from icesink.batch.direct_keys import KeySide, record_key, with_key_column
@@ -38,12 +38,13 @@ def avro_item(
         return None
     envelope = decoder.envelope  # the config's (decode/build.py), a Debezium one or none
     plan = item[0]
-    if envelope is not None and not shaping.plain:
-        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table of "
-                        "Debezium change events")  # fmt: skip
+    if envelope is not None and shaping.separator:
+        return declined(ctx, plan, "tables.flatten_separator is set for a table of Debezium change events")
     writers = decoder.writer_schemas(planned.values)
     if writers is None:
         return declined(ctx, plan, "a schema its topics' records name is not an Avro schema the registry has")
+    if key is not None and shaping.case_insensitive and _spells_key(writers, envelope, key.column):
+        return declined(ctx, plan, f"a field of its records is its key column {key.column} spelled otherwise")
     schema: StructType | None
     if table is not None:
         schema = ctx.catalog.spark_schema(table)
@@ -89,3 +90,10 @@ def _evolved(
     ids = ", ".join(str(wire.schema_ref(frame)) for frame in sorted(writers))
     log.info("table %s: evolved for the rows of writer schema(s) %s (one-pass job)", plan.table, ids)
     return True
+
+
+def _spells_key(writers: Mapping[bytes, str], envelope: EnvelopeSpec | None, column: str) -> bool:
+    """Whether a writer schema's rows have a field the key column's name matches ignoring case (the
+    two would be one column of a case-insensitive table)."""
+    rows = [row_struct(text, envelope) for text in writers.values()]
+    return any(f.name.lower() == column.lower() for row in rows if row is not None for f in row.fields)

@@ -92,9 +92,12 @@ def _decoder_item(
                         "ones the one-pass job fills its key column with")  # fmt: skip
     settings = config.tables.settings_for(plan.table.name)
     shaping = Shaping.of(settings)
-    if not shaping.plain and (key is not None or routed):
-        return declined(ctx, plan, "tables.flatten_separator or tables.case_insensitive is set for a table with a "
-                        "record key column or routed by a record field")  # fmt: skip
+    # An Avro table matched ignoring case keeps its record key column as it is; a flattened one
+    # would flatten the key's struct too, and JSON's shaping takes no key.
+    keyed = key is not None and (shaping.separator is not None or config.decode.format is not ValueFormat.AVRO)
+    if not shaping.plain and (keyed or routed):
+        return declined(ctx, plan, "tables.flatten_separator (or, for JSON, tables.case_insensitive) is set for a "
+                        "table with a record key column, or either for a table routed by a record field")  # fmt: skip
     found = None
     if config.decode.format is ValueFormat.JSON and config.decode.direct_json and (key is None or not key.writers):
         found = _json_item(ctx, targets, item, key, settings.is_cdc, inferred, shaping)

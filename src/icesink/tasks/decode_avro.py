@@ -246,7 +246,8 @@ class AvroRows:
     def _in_columns(self, decoded: pa.Table, w: DirectWriter) -> pa.Table:
         semantics = dict(w.semantics)
         if self._direct.envelope is not None:
-            rows = envelope_rows(decoded, self._direct.envelope, self._schema, semantics)
+            spelled = {column: path[0] for column, path in w.columns} if w.columns is not None else None
+            rows = envelope_rows(decoded, self._direct.envelope, self._schema, semantics, spelled)
             why = problems(decoded)
             return rows if why is None else rows.append_column(_PROBLEM, why)
         n = decoded.num_rows

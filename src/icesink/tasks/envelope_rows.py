@@ -60,9 +60,14 @@ def problems(decoded: pa.Table) -> pa.Array | None:
     return why.combine_chunks() if isinstance(why, pa.ChunkedArray) else why
 
 
-def envelope_rows(decoded: pa.Table, envelope: Envelope, schema: pa.Schema, semantics: Mapping[Path, str]) -> pa.Table:
+def envelope_rows(
+    decoded: pa.Table, envelope: Envelope, schema: pa.Schema, semantics: Mapping[Path, str],
+    spelled: Mapping[str, str] | None = None,
+) -> pa.Table:  # fmt: skip
     """The rows of decoded envelopes (top-level fields `before`, `after`, `source`, `op`) in the
-    table's columns (`schema`); those of events `problems` names are not rows of Spark's path."""
+    table's columns (`schema`); those of events `problems` names are not rows of Spark's path.
+    `spelled`: a case-insensitive table's columns -> the names of the rows' fields they take
+    (batch/direct_shape.py; the image's fields, the operation and source columns)."""
     op, after, before, source = (_column(decoded, n) for n in ("op", "after", "before", "source"))
     assert op is not None
     assert after is not None
@@ -73,16 +78,17 @@ def envelope_rows(decoded: pa.Table, envelope: Envelope, schema: pa.Schema, sema
     prefix = envelope.source_prefix
     columns = []
     for f in schema:
-        name = f.name[len(prefix) :] if f.name.startswith(prefix) else None
-        if f.name == envelope.operation_column:
+        field = spelled.get(f.name, f.name) if spelled is not None else f.name
+        name = field[len(prefix) :] if field.startswith(prefix) else None
+        if field == envelope.operation_column:
             value = _CODES.take(found)
         elif name is not None and name in source_fields:
             assert source is not None
             value = converted(pc.struct_field(source, name), ("source", name), semantics)
-        elif f.name in image_fields:
-            was = pc.struct_field(before, f.name) if before is not None else None
-            now = pc.struct_field(after, f.name)
-            value = converted(pc.if_else(deleting, was, now) if was is not None else now, ("after", f.name), semantics)
+        elif field in image_fields:
+            was = pc.struct_field(before, field) if before is not None else None
+            now = pc.struct_field(after, field)
+            value = converted(pc.if_else(deleting, was, now) if was is not None else now, ("after", field), semantics)
         else:
             value = pa.nulls(len(op), f.type)
         columns.append(as_column(value, f.type))
