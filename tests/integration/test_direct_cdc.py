@@ -413,13 +413,14 @@ def test_string_keys_and_tombstones_in_one_pass_match_sparks_path(
     assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
 
 
-def test_a_key_with_changes_in_two_tasks_partitions_goes_sparks_way_a_bad_change_is_a_dead_letter(
-    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture, every_core: None
+def test_a_key_with_changes_in_two_tasks_partitions_is_written_by_one_task_a_bad_change_is_a_dead_letter(
+    spark: SparkSession, scenario: Scenario, caplog: pytest.LogCaptureFixture, every_core: None, tmp_path: Path
 ) -> None:
     """Key 1 changes in partition 0 and again in partition 1, which the other task reads: each task
-    alone would keep a row for it, and the table goes Spark's way. And a topic with a change of an
-    unknown operation: the one-pass job makes it the dead letter Spark's path makes, its table
-    staying on the one-pass path."""
+    alone would keep a row for it, so a second one-pass job writes the table in one task (no Spark
+    decode job). And a topic with a change of an unknown operation: the one-pass job makes it the
+    dead letter Spark's path makes, its table staying on the one-pass path. A lost checkpoint then
+    adds nothing."""
     split, bad = scenario.topic("split"), scenario.topic("bad")
     create_topics(split, bad, partitions=2)
     ones = [Change(1, "I", 0, 0), Change(1, "U", 1, 1)]
@@ -429,13 +430,15 @@ def test_a_key_with_changes_in_two_tasks_partitions_goes_sparks_way_a_bad_change
     unknown = [{"id": 99, "v": 1, "name": "x", "op": "X"}]
     produce_keyed(bad, avro_changes(bad, good))
     produce_keyed(bad, [(b"99", avro_values(bad, SCHEMA, unknown)[0], 0)])
-    caplog.set_level(logging.INFO, logger="icesink.batch.direct")
+    caplog.set_level(logging.INFO, logger="icesink.batch")
 
-    timings = run_job(spark, scenario)
-    assert ["direct" in t.steps for t in timings] == [True], "the one-pass job ran, then declined one table"
-    reasons = [r.getMessage() for r in caplog.records if "its records go through Spark's decoder" in r.getMessage()]
-    assert any("split" in m and "keys has changes in topic-partitions that different tasks read" in m for m in reasons)
-    assert not any("_bad" in m for m in reasons), reasons
+    timings = run_job(spark, scenario, **{"job.checkpoint_location": str(tmp_path / "first")})
+    assert [("direct" in t.steps, "decode" in t.steps) for t in timings] == [(True, False)], "no Spark decode job"
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if "its records go through Spark's decoder" in m], said
+    [again] = [m for m in said if "writes them again, in one task" in m]
+    assert "split" in again, again
+    assert "_bad" not in again, again
     state, count = table_state(spark, scenario.table("split"))
     assert count == len(state), "key 1 once"
     assert state == oracle(filler + ones)
@@ -447,6 +450,11 @@ def test_a_key_with_changes_in_two_tasks_partitions_goes_sparks_way_a_bad_change
         f"SELECT stage, error_class, error_message FROM {CATALOG}.{scenario.namespace}.dead_letters"
     ).collect()
     assert tuple(letter) == ("change", "UnknownOperation", "operation column op holds 'X', not I, U or D")
+
+    before = {name: len(snapshots(spark, scenario.table(name))) for name in ("split", "bad")}
+    run_job(spark, scenario, **{"job.checkpoint_location": str(tmp_path / "lost")})
+    assert {name: len(snapshots(spark, scenario.table(name))) for name in ("split", "bad")} == before
+    assert table_state(spark, scenario.table("split")) == (state, len(state)), "nothing read again"
 
 
 def test_more_changes_than_the_tasks_would_hold_go_sparks_way(

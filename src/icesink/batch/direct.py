@@ -64,10 +64,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Retry:
     """A table the direct job declined that a second may take: with `frames`, an Avro table whose
-    records carry those writer schemas; without, a plain JSON table."""
+    records carry those writer schemas; `whole`, a table of changes whose keys had changes in
+    topic-partitions that two of its tasks read (one task then reads them all); else a plain JSON
+    table."""
 
     item: Item
     frames: frozenset[bytes] = frozenset()
+    whole: bool = False
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ class DirectWritten:
 
 def write_once(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
-    query_id: str, learn: bool = True, guess: RouteGuess | None = None,
+    query_id: str, learn: bool = True, guess: RouteGuess | None = None, one_task: bool = False,
 ) -> tuple[DirectWritten, list[Retry]]:  # fmt: skip
     """One direct job for `items`: what it wrote and declined, and (with `learn`) the tables it
     declined that a second job may take once they are evolved (batch/direct_rounds.py): Avro tables
@@ -94,14 +97,14 @@ def write_once(
     tables (a record of a new field, or of a wider type; a new table's sample did not have it).
     With `guess`, its tasks also route the guessed topics' records (batch/route_guess.py): a guess
     they refute leaves nothing written (no table created), and the tables of values they did not
-    meet are left out."""
+    meet are left out. With `one_task`, one task reads every record of `items`."""
     unjudged = guess.refuted(None) if guess is not None else None
     if not items:
         return DirectWritten([], [], [], refuted=unjudged), []
     items, unstaged = stage(ctx, items)
     if not items:
         return DirectWritten([], unstaged, [], refuted=unjudged), []
-    found = _run(ctx, targets, items, ranges, batch_id, query_id, guess)
+    found = _run(ctx, targets, items, ranges, batch_id, query_id, guess, one_task)
     if guess is not None:
         refuted = guess.refuted(found.routing)
         if refuted is not None:
@@ -122,7 +125,7 @@ def write_once(
 
 def _run(
     ctx: BatchContext, targets: Targets, items: list[DirectItem], ranges: list[PartitionRange], batch_id: int,
-    query_id: str, guess: RouteGuess | None,
+    query_id: str, guess: RouteGuess | None, one_task: bool = False,
 ) -> Outcome:  # fmt: skip
     """The job itself, and what its tasks report."""
     # A guessed topic's records are read whole: the tasks judge each of them.
@@ -132,7 +135,7 @@ def _run(
     avro = any(isinstance(d.decoder, DirectAvro) for d in items)
     judging = guess.judging if guess is not None else None
     try:
-        rows = _job(ctx, targets, tables, read, ranges, avro, batch_id, judging).collect()
+        rows = _job(ctx, targets, tables, read, ranges, avro, batch_id, judging, one_task).collect()
     except Exception as e:
         raise direct_failed(items, read, batch_id, e) from e
     return outcome(rows, len(items))
@@ -157,7 +160,9 @@ def _sorted_out(
         # records: other tables' too (a JSON one is, for the columns of its own: direct_json.py).
         elif learn and d.route is None and i in found.frames and isinstance(d.decoder, DirectAvro):
             new.append(Retry(item, found.frames[i]))
-        elif learn and _plain_json(d) and not (found.unread or i in found.shared or i in found.too_many):
+        elif learn and i in found.shared and not found.unread:
+            new.append(Retry(item, whole=True))
+        elif learn and _plain_json(d) and not (found.unread or i in found.too_many):
             new.append(Retry(item))
         else:
             log.info(
@@ -201,12 +206,13 @@ RECORDS_PER_TASK = 10_000
 
 def _job(
     ctx: BatchContext, targets: Targets, tables: list[DirectTable], read: list[PartitionRange],
-    ranges: list[PartitionRange], avro: bool, batch_id: int, judging: Judging | None,
+    ranges: list[PartitionRange], avro: bool, batch_id: int, judging: Judging | None, one_task: bool = False,
 ) -> DataFrame:  # fmt: skip
     """The one-pass job: its Python tasks read `read` from Kafka themselves (librdkafka,
     `kafka.direct_read`), or take the records from Spark's Kafka source."""
     spark = targets.batch.sparkSession
-    n_tasks = task_count(sum(r.records for r in read), ctx.spark.sparkContext.defaultParallelism)
+    cores = ctx.spark.sparkContext.defaultParallelism
+    n_tasks = 1 if one_task else task_count(sum(r.records for r in read), cores)
     librdkafka = ctx.librdkafka
     if librdkafka is not None:
         # A table of changes reduces each key's in one task: whole topic-partitions to a task.

@@ -16,6 +16,13 @@ infers their columns as Spark would (schema/json_inference.py); when those add t
 without conflicting, the table evolves and the second job writes it. A new table, whose columns
 came from a sample of the batch (batch/direct_json.py), is staged again with the columns of all
 of its records.
+
+And a table of changes whose tasks each wrote changes of one key (its producer did not key its
+records by the table's key, so a key's changes landed in two topic-partitions that two tasks read:
+each would keep a row for it) is written again by a second job of one task, which reads all of
+the table's records of the batch and so holds every change of each key, as Spark's path's shuffle
+would (as many changes as a task of the first job may hold: more take Spark's path). Its first
+files are never committed.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from icesink.batch.direct_tables import direct_item
 from icesink.batch.prepare import evolve_to
 from icesink.batch.route import Targets
 from icesink.batch.route_guess import RouteGuess
+from icesink.batch.write import CHANGES_PER_TASK
 from icesink.kafka import wire
 from icesink.model import PartitionRange
 from icesink.schema.evolution import conflicts, merged
@@ -54,15 +62,41 @@ def write_direct(
     if not new or first.refuted is not None:
         return first
     again = ctx.tables.map(new, lambda r: _again(ctx, targets, r))
-    retry = [d for d in again if d is not None]
+    retry = [d for r, d in zip(new, again, strict=True) if d is not None and not r.whole]
+    whole = [d for r, d in zip(new, again, strict=True) if d is not None and r.whole]
     left = [r.item for r, d in zip(new, again, strict=True) if d is None]
-    log.info(
-        "batch %d: %d table(s) carried new writer schemas or JSON fields (%s); the one-pass job writes %d of them "
-        "again, evolved", batch_id, len(new), _named(new), len(retry),
-    )  # fmt: skip
+    whole, over = _held_by_one_task(whole)
+    left += [d.item for d in over]
+    evolved = [r for r in new if not r.whole]
+    if evolved:
+        log.info(
+            "batch %d: %d table(s) carried new writer schemas or JSON fields (%s); the one-pass job writes %d of "
+            "them again, evolved", batch_id, len(evolved), _named(evolved), len(retry),
+        )  # fmt: skip
+    if whole:
+        log.info(
+            "batch %d: %d table(s) of changes had changes of a key in topic-partitions that two tasks read (%s); "
+            "the one-pass job writes them again, in one task", batch_id, len(whole),
+            ", ".join(str(d.item[0].table) for d in whole),
+        )  # fmt: skip
     second, _ = write_once(ctx, targets, retry, ranges, batch_id, query_id, learn=False)
-    return DirectWritten(first.written + second.written, first.declined + left + second.declined,
-                         first.letters + second.letters, first.routing)  # fmt: skip
+    alone, _ = write_once(ctx, targets, whole, ranges, batch_id, query_id, learn=False, one_task=True)
+    return DirectWritten(
+        first.written + second.written + alone.written, first.declined + left + second.declined + alone.declined,
+        first.letters + second.letters + alone.letters, first.routing,
+    )  # fmt: skip
+
+
+def _held_by_one_task(items: list[DirectItem]) -> tuple[list[DirectItem], list[DirectItem]]:
+    """The tables of changes one task can hold every change of (`CHANGES_PER_TASK`, a task's share
+    of the first job), and those it cannot (they take Spark's path)."""
+    budget = CHANGES_PER_TASK
+    held: list[DirectItem] = []
+    over: list[DirectItem] = []
+    for d in items:
+        budget -= d.item[0].records
+        (held if budget >= 0 else over).append(d)
+    return held, over
 
 
 def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | None:
@@ -73,6 +107,8 @@ def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | No
     own without conflicting; not when nothing is new (the first job declined another record). A
     new one: staged with those columns."""
     plan, table, planned = retry.item
+    if retry.whole:
+        return direct_item(ctx, targets, retry.item)
     if retry.frames:
         values = sorted({bytes(k) for k in planned.values or ()} | retry.frames)
         return direct_item(ctx, targets, (plan, table, replace(planned, values=values)))
