@@ -94,7 +94,7 @@ def _decoder_item(
     shaping = Shaping.of(settings)
     # An Avro table matched ignoring case keeps its record key column as it is; a flattened one
     # would flatten the key's struct too, and JSON's shaping takes no key.
-    keyed = key is not None and (shaping.separator is not None or config.decode.format is not ValueFormat.AVRO)
+    keyed = key is not None and (bool(shaping.separator) or config.decode.format is not ValueFormat.AVRO)
     if not shaping.plain and (keyed or routed):
         return declined(ctx, plan, "tables.flatten_separator (or, for JSON, tables.case_insensitive) is set for a "
                         "table with a record key column, or either for a table routed by a record field")  # fmt: skip
