@@ -1,8 +1,8 @@
 """Changelog tables of Avro records written in one pass (batch/direct.py, tasks/change_rows.py):
 each task reduces the changes of the topic-partitions it reads to the last per key and writes
 equality deletes and rows. The same table as Spark's path across batches and a replay; a key whose
-changes are in two tasks' topic-partitions sends the table Spark's way; changes that cannot be
-applied still become dead letters; a crash replays once."""
+changes are in two tasks' topic-partitions has its table written again in one task; changes that
+cannot be applied still become dead letters; a crash replays once."""
 
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def test_the_one_pass_tasks_make_the_same_dead_letters_of_changes_in_the_same_wo
 
     values = pa.Table.from_pylist([held(r, k) for (_, r), k in zip(records, keys, strict=True)])
     tombstones = pa.array([r is None for _, r in records])
-    assert change_problems(values, values.column("op"), tombstones, spec) == theirs
+    assert change_problems(values, values.column("op"), tombstones, spec, 10) == theirs
     assert sorted(c for c, _ in theirs.values()) == [*["MissingKey"] * 2, "NullValue", *["UnknownOperation"] * 3]
 
 

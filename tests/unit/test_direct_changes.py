@@ -53,7 +53,7 @@ def test_changes_sparks_path_refuses_are_its_dead_letters_in_its_words() -> None
         "op": ["I", "U", "u", " X ", "x", None, "d"],
     })  # fmt: skip
     tombstones = pa.array([False] * 7)
-    assert change_problems(values, values.column("op"), tombstones, CHANGELOG) == {
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG, 10) == {
         1: ("MissingKey", "no value for key column(s) id"),
         2: ("MissingKey", "no value for key column(s) region"),
         3: ("UnknownOperation", "operation column op holds ' X ', not I, U or D"),
@@ -62,7 +62,7 @@ def test_changes_sparks_path_refuses_are_its_dead_letters_in_its_words() -> None
     }
     assert change_problems(values.slice(0, 1), values.column("op").slice(0, 1), tombstones[:1], CHANGELOG) == {}
     upsert = ChangeSpec(WriteMode.UPSERT, ("id",), "op", "_key")
-    assert change_problems(values, None, tombstones, upsert) == {
+    assert change_problems(values, None, tombstones, upsert, 10) == {
         1: ("MissingKey", "no value for key column(s) id"), 4: ("MissingKey", "no value for key column(s) id"),
     }  # fmt: skip
 
@@ -73,13 +73,22 @@ def test_tombstones_without_their_key_are_dead_letters_where_the_key_column_says
         "op": [None, None, None, "i"], "_key": ["k1", None, "k3", None],
     })  # fmt: skip
     tombstones = pa.array([True, True, True, False])
-    assert change_problems(values, values.column("op"), tombstones, CHANGELOG) == {
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG, 10) == {
         1: ("NullValue", "null value and null key: no row to delete"),
         2: ("MissingKey", "a tombstone whose record key has no value for key column(s) id"),
         3: ("MissingKey", "no value for key column(s) id, region"),
     }
     without = values.drop_columns(["_key"])
     assert change_problems(without, without.column("op"), tombstones, CHANGELOG) is None, "no key column: in doubt"
+
+
+def test_more_dead_letters_than_the_table_may_still_take_decline_it() -> None:
+    values = pa.table({"id": [1, 2, 3], "region": ["eu", "eu", "eu"], "op": ["x", "y", "I"]})
+    tombstones = pa.array([False] * 3)
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG, 2) is not None
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG, 1) is None
+    assert change_problems(values, values.column("op"), tombstones, CHANGELOG) is None, "takes none: declined"
+    assert change_problems(values.slice(2), values.column("op").slice(2), tombstones[2:], CHANGELOG) == {}
 
 
 def test_an_operation_not_ascii_declines() -> None:

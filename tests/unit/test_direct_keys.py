@@ -1,7 +1,8 @@
 """Avro record keys in the one-pass tasks (tasks/avro_records.py `avro_rows`): each record's key
 decoded into the key column's struct whatever writer schema it has, in the records' order; a
 tombstone a delete of its key; a key column a value lacks filled from the key, as Spark's path
-does (batch/decode/changes.py `classify`); a key that does not decode declines the table."""
+does (batch/decode/changes.py `classify`); a key that does not decode declines the table; changes
+Spark's path makes dead letters of are the task's letters, the others its changes."""
 
 from __future__ import annotations
 
@@ -18,9 +19,11 @@ from icesink.batch.direct_avro import direct_avro
 from icesink.config import WriteMode
 from icesink.kafka import wire
 from icesink.tasks.avro_records import avro_rows
-from icesink.tasks.change_rows import ChangeSpec
+from icesink.tasks.change_rows import OP, ChangeSpec
+from icesink.tasks.dead_letters import Letter
 from icesink.tasks.files import WriteTask
 from icesink.tasks.plain_rows import TOMBSTONE
+from icesink.tasks.routing import RouteFilter
 from icesink.tasks.table_out import DirectTable, TableOut
 
 VALUE: dict[str, Any] = {
@@ -50,7 +53,7 @@ def framed(schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> by
     return buf.getvalue()
 
 
-def table_out() -> TableOut:
+def table_out(letters: bool = False, route: RouteFilter | None = None) -> TableOut:
     values = T.StructType(
         [T.StructField(n, t) for n, t in [("id", T.LongType()), ("v", T.LongType()), ("op", T.StringType())]]
     )
@@ -60,7 +63,8 @@ def table_out() -> TableOut:
     assert keys is not None
     task = WriteTask("t", ARROW, "s3://b/t/", "p", storage=None)  # type: ignore[arg-type]
     spec = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "_key")
-    table = DirectTable(task, decoder, {("t", 0): (0, 9)}, changes=spec, key_column="_key", key_decoder=keys)
+    table = DirectTable(task, decoder, {("t", 0): (0, 9)}, changes=spec, key_column="_key", key_decoder=keys,
+                        letters=letters, route=route)  # fmt: skip
     return TableOut(table, 0)
 
 
@@ -101,3 +105,31 @@ def test_a_key_that_does_not_decode_declines_the_table() -> None:
     truncated = (good[0][:-1], good[1])
     for bad in (unknown, truncated):
         assert avro_rows(table_out(), batch([good, bad])) is None
+
+
+def test_changes_sparks_path_makes_dead_letters_of_are_the_tasks_letters_and_the_others_its_changes() -> None:
+    records = [
+        (framed(2, KEY1, {"id": 1}), framed(1, VALUE, {"id": 1, "v": 10, "op": "c"})),
+        (framed(2, KEY1, {"id": 2}), framed(1, VALUE, {"id": 2, "v": 20, "op": "x"})),
+        (None, framed(1, VALUE, {"id": None, "v": 30, "op": "u"})),  # no key to fill id from
+        (None, None),  # a tombstone without a key
+        (framed(2, KEY1, {"id": 4}), None),  # a tombstone: a delete of id 4
+    ]
+    out = table_out(letters=True)
+    rows = avro_rows(out, batch(records))
+    assert rows is not None
+    assert out.add_changes(rows)
+    assert sorted(out.letters) == [
+        Letter("t", 0, 1, "change", "UnknownOperation", "operation column op holds 'x', not I, U or D"),
+        Letter("t", 0, 2, "change", "MissingKey", "no value for key column(s) id"),
+        Letter("t", 0, 3, "change", "NullValue", "null value and null key: no row to delete"),
+    ]
+    [changes] = out._changes
+    assert sorted(zip(changes.column("id").to_pylist(), changes.column(OP).to_pylist(), strict=True)) == [
+        (1, "I"), (4, "D"),
+    ], "the other changes, each with its own row"  # fmt: skip
+    for declines in (table_out(), table_out(letters=True, route=RouteFilter("op", frozenset({"c"})))):
+        rows = avro_rows(declines, batch(records))
+        assert rows is not None
+        assert not declines.add_changes(rows), "no letters taken (a routed table's would be lost): declined"
+        assert not declines.letters

@@ -160,7 +160,7 @@ def _sorted_out(
         # records: other tables' too (a JSON one is, for the columns of its own: direct_json.py).
         elif learn and d.route is None and i in found.frames and isinstance(d.decoder, DirectAvro):
             new.append(Retry(item, found.frames[i]))
-        elif learn and i in found.shared and not found.unread:
+        elif learn and i in found.shared and not (found.unread or i in found.too_many):
             new.append(Retry(item, whole=True))
         elif learn and _plain_json(d) and not (found.unread or i in found.too_many):
             new.append(Retry(item))

@@ -29,9 +29,10 @@ log = logging.getLogger(__name__)
 def avro_item(
     ctx: BatchContext, item: Item, key: KeySide | None, shaping: Shaping, evolve: bool = True
 ) -> DirectItem | None:  # fmt: skip
-    """An Avro table; `shaping`: flattened or case-insensitive (batch/direct_shape.py; no record key
-    column then). Without `evolve`, only a table that takes the writer schemas as it is (a table of
-    field-routed topics: the writer schemas are those of all of their records, other tables' too)."""
+    """An Avro table; `shaping`: flattened or case-insensitive (batch/direct_shape.py; a flattened
+    one has no record key column nor Debezium envelope). Without `evolve`, only a table that takes
+    the writer schemas as it is (a table of field-routed topics: the writer schemas are those of
+    all of their records, other tables' too)."""
     _, table, planned = item
     decoder = ctx.decoder
     if not isinstance(decoder, AvroDecoder):
@@ -44,7 +45,7 @@ def avro_item(
     if writers is None:
         return declined(ctx, plan, "a schema its topics' records name is not an Avro schema the registry has")
     if key is not None and shaping.case_insensitive and _spells_key(writers, envelope, key.column):
-        return declined(ctx, plan, f"a field of its records is its key column {key.column} spelled otherwise")
+        return declined(ctx, plan, f"a field of its records has the name of its key column {key.column}, case aside")
     schema: StructType | None
     if table is not None:
         schema = ctx.catalog.spark_schema(table)

@@ -102,9 +102,10 @@ def why_declined(d: DirectItem, i: int, found: Outcome) -> str:
         older = f", an {d.changes.order_by} below {floor}, which a row of the table holds" if floor is not None else ""
         return (
             f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
-            "does not decode, a value out of range, a tombstone without its key, a JSON change event without its "
-            "row or with an op not c, r, u or d; where the tasks make no dead letters (Connect JSON, "
-            f"decode.on_error: fail), a change without its key or with an operation not I, U or D{older})"
+            "does not decode, a value out of range, an operation that is not ASCII, a JSON change event without "
+            "its row or with an op not c, r, u or d; where the tasks make no dead letters (Connect JSON, a table "
+            "routed by a record field, decode.on_error: fail), a change or tombstone without its key, a change with "
+            f"an operation not I, U or D, a change event without its row or with an op not c, r, u or d{older})"
         )
     if isinstance(d.decoder, DirectAvro):
         return (

@@ -36,7 +36,7 @@ from icesink.batch.context import BatchContext
 from icesink.batch.decode.records import guess
 from icesink.batch.direct import DirectWritten, Retry, write_once
 from icesink.batch.direct_item import DirectItem
-from icesink.batch.direct_json import share_inferred
+from icesink.batch.direct_json import Item, share_inferred
 from icesink.batch.direct_shape import Shaping, shaped
 from icesink.batch.direct_tables import direct_item
 from icesink.batch.prepare import evolve_to
@@ -56,47 +56,60 @@ def write_direct(
 ) -> DirectWritten:  # fmt: skip
     """Runs the direct job for `items` (its tasks judging the `guess` of the batch's routing:
     batch/route_guess.py); then a second one for the tables it declined that, evolved, it may take
-    (`_again`): schema evolution without leaving the path. What that one declines goes Spark's
-    way, as before."""
+    (`_again`): schema evolution without leaving the path; and one of one task for the tables of
+    changes whose keys two of its tasks wrote. What those decline goes Spark's way, as before."""
     first, new = write_once(ctx, targets, items, ranges, batch_id, query_id, guess=guess)
     if not new or first.refuted is not None:
         return first
     again = ctx.tables.map(new, lambda r: _again(ctx, targets, r))
     retry = [d for r, d in zip(new, again, strict=True) if d is not None and not r.whole]
-    whole = [d for r, d in zip(new, again, strict=True) if d is not None and r.whole]
-    left = [r.item for r, d in zip(new, again, strict=True) if d is None]
-    whole, over = _held_by_one_task(whole)
-    left += [d.item for d in over]
+    left = [r.item for r, d in zip(new, again, strict=True) if d is None and not r.whole]
     evolved = [r for r in new if not r.whole]
     if evolved:
         log.info(
             "batch %d: %d table(s) carried new writer schemas or JSON fields (%s); the one-pass job writes %d of "
             "them again, evolved", batch_id, len(evolved), _named(evolved), len(retry),
         )  # fmt: skip
-    if whole:
-        log.info(
-            "batch %d: %d table(s) of changes had changes of a key in topic-partitions that two tasks read (%s); "
-            "the one-pass job writes them again, in one task", batch_id, len(whole),
-            ", ".join(str(d.item[0].table) for d in whole),
-        )  # fmt: skip
+    whole, unheld = _in_one_task(new, again, batch_id)
     second, _ = write_once(ctx, targets, retry, ranges, batch_id, query_id, learn=False)
     alone, _ = write_once(ctx, targets, whole, ranges, batch_id, query_id, learn=False, one_task=True)
     return DirectWritten(
-        first.written + second.written + alone.written, first.declined + left + second.declined + alone.declined,
+        first.written + second.written + alone.written,
+        first.declined + left + unheld + second.declined + alone.declined,
         first.letters + second.letters + alone.letters, first.routing,
     )  # fmt: skip
 
 
-def _held_by_one_task(items: list[DirectItem]) -> tuple[list[DirectItem], list[DirectItem]]:
-    """The tables of changes one task can hold every change of (`CHANGES_PER_TASK`, a task's share
-    of the first job), and those it cannot (they take Spark's path)."""
-    budget = CHANGES_PER_TASK
+def _in_one_task(
+    new: list[Retry], again: list[DirectItem | None], batch_id: int
+) -> tuple[list[DirectItem], list[Item]]:  # fmt: skip
+    """Of the tables of changes whose keys two tasks wrote (`Retry.whole`), those a job of one
+    task writes again (as many changes as one task holds, `CHANGES_PER_TASK`), and the others
+    (Spark's path), each said in the log."""
     held: list[DirectItem] = []
-    over: list[DirectItem] = []
-    for d in items:
-        budget -= d.item[0].records
-        (held if budget >= 0 else over).append(d)
-    return held, over
+    unheld: list[Item] = []
+    budget = CHANGES_PER_TASK
+    for r, d in zip(new, again, strict=True):
+        if not r.whole:
+            continue
+        if d is not None and d.item[0].records <= budget:
+            budget -= d.item[0].records
+            held.append(d)
+        else:
+            unheld.append(r.item)
+    if held:
+        log.info(
+            "batch %d: %d table(s) of changes had changes of a key in topic-partitions that two tasks read (%s); "
+            "the one-pass job writes them again, in one task", batch_id, len(held),
+            ", ".join(str(d.item[0].table) for d in held),
+        )  # fmt: skip
+    if unheld:
+        log.info(
+            "batch %d: %d table(s) of changes had changes of a key in topic-partitions that two tasks read, more "
+            "than one task holds or no longer taken by the one-pass job (%s); their records go through Spark's "
+            "decoder", batch_id, len(unheld), ", ".join(str(item[0].table) for item in unheld),
+        )  # fmt: skip
+    return held, unheld
 
 
 def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | None:

@@ -18,8 +18,8 @@ schemas (those the topics carried last time, or the registry's latest) of record
 envelopes, whose rows fit the table as it is (batch/direct_avro.py, `decode.direct_avro`), or once
 the table is evolved to take them (batch/direct_avro_table.py, as Spark's path's prepare step evolves it); for a
 table that does not exist yet, the rows of those writer schemas, as Spark's path would create it.
-A flattened or case-insensitive table of Avro values without a record key column or an envelope:
-the rows in its names and shape (batch/direct_shape.py).
+A flattened or case-insensitive table of Avro values without a record key column or an envelope,
+or a case-insensitive one with them: the rows in its names and shape (batch/direct_shape.py).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ one-pass job does not shuffle: a task reads whole topic-partitions, and a produc
 records by the table's key (Debezium does) puts every change of a key in one partition. Nothing
 here trusts that. Each task returns a fingerprint of every key it wrote (`key_fingerprints`), and
 the driver declines the table when a fingerprint comes from two tasks (`shared_keys`), before
-anything is committed: its share of the batch then goes Spark's way. Two keys with the same
-fingerprint only cost that detour.
+anything is committed: a second one-pass job of one task then writes it (batch/direct_rounds.py).
+Two keys with the same fingerprint only cost that detour.
 
 A record is taken only when Spark's path would apply it (`operation_codes`): its operation one of
 OP_CODES as Spark reads it (lowered, trimmed of spaces), its key columns all set. Anything else
@@ -73,13 +73,15 @@ def operation_codes(raw: pa.ChunkedArray | pa.Array | None, rows: int) -> pa.Arr
 
 
 def change_problems(
-    values: pa.Table, raw: pa.ChunkedArray | pa.Array | None, tombstones: pa.Array, spec: ChangeSpec
+    values: pa.Table, raw: pa.ChunkedArray | pa.Array | None, tombstones: pa.Array, spec: ChangeSpec,
+    limit: int = 0,
 ) -> dict[int, tuple[str, str]] | None:  # fmt: skip
     """The changes Spark's path makes dead letters of, by row: (error class, message) in its words
     (batch/changes.classify): a tombstone without a record key (its key column, `spec.key_column`,
     null) or whose key lacks a key column's value; an operation (`raw`, None for an upsert table)
-    not in OP_CODES, then a key column without a value. None when one is in doubt (the table is
-    declined): an operation not ASCII, a tombstone without its key where no key column says why."""
+    not in OP_CODES, then a key column without a value. None (the table is declined) for more than
+    `limit` of them (the letters it may still take), or when one is in doubt: an operation not
+    ASCII, a tombstone without its key where no key column says why."""
     n = values.num_rows
     live = pc.invert(tombstones)
     missing = {k: pc.is_null(values.column(k)) for k in spec.keys}
@@ -97,23 +99,32 @@ def change_problems(
         found = pc.index_in(pc.utf8_lower(pc.utf8_trim(raw, " ")), value_set=_SPELLINGS)
         unknown = pc.and_(live, pc.is_null(found))
     bad = pc.or_(pc.or_(unknown, keyless), no_key)
-    if not pc.any(bad).as_py():
+    count = pc.sum(bad).as_py() or 0
+    if count > limit:
+        return None
+    if not count:
         return {}
-    out = {}
-    for j in pc.indices_nonzero(bad).to_pylist():
-        names = ", ".join(k for k in spec.keys if missing[k][j].as_py())
-        if keyless[j].as_py():
-            out[j] = ("NullValue", "null value and null key: no row to delete")
-        elif tombstones[j].as_py():
-            out[j] = ("MissingKey", f"a tombstone whose record key has no value for key column(s) {names}")
-        elif unknown[j].as_py():
-            assert raw is not None
-            held = raw[j].as_py()
-            spelled = "null" if held is None else f"'{held}'"
-            out[j] = ("UnknownOperation", f"operation column {spec.operation_column} holds {spelled}, not I, U or D")
-        else:
-            out[j] = ("MissingKey", f"no value for key column(s) {names}")
-    return out
+    return {
+        j: _worded(j, keyless, tombstones, unknown, raw, missing, spec) for j in pc.indices_nonzero(bad).to_pylist()
+    }
+
+
+def _worded(
+    j: int, keyless: pa.Array, tombstones: pa.Array, unknown: pa.Array, raw: pa.Array | None,
+    missing: dict[str, pa.Array], spec: ChangeSpec,
+) -> tuple[str, str]:  # fmt: skip
+    """Row `j`'s dead letter, as classify words it (its first error of those `change_problems` finds)."""
+    names = ", ".join(k for k in spec.keys if missing[k][j].as_py())
+    if keyless[j].as_py():
+        return "NullValue", "null value and null key: no row to delete"
+    if tombstones[j].as_py():
+        return "MissingKey", f"a tombstone whose record key has no value for key column(s) {names}"
+    if unknown[j].as_py():
+        assert raw is not None
+        held = raw[j].as_py()
+        spelled = "null" if held is None else f"'{held}'"
+        return "UnknownOperation", f"operation column {spec.operation_column} holds {spelled}, not I, U or D"
+    return "MissingKey", f"no value for key column(s) {names}"
 
 
 def _keyless(values: pa.Table, tombstones: pa.Array, no_key: pa.Array, key_column: str) -> pa.Array | None:

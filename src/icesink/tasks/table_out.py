@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -137,11 +138,16 @@ class TableOut:
         values = rows.select(list(range(coordinates + 1, rows.num_columns)))
         tombstones = rows.column(coordinates).combine_chunks()
         raw = values.column(spec.operation_column) if spec.mode is WriteMode.CHANGELOG else None
-        found = change_problems(values, raw, tombstones, spec)
-        if found is None or (found and not self._lettered(rows, found)):
+        # A table of field-routed topics keeps only the routing pass's letters (batch/direct.py):
+        # its bad changes decline it, and Spark's path makes their letters.
+        takes = self.table.letters and self.table.route is None
+        found = change_problems(values, raw, tombstones, spec, MAX_LETTERS - len(self.letters) if takes else 0)
+        if found is None:
             return False
         if found:
-            kept = pa.array([j not in found for j in range(rows.num_rows)])
+            self._lettered(rows, found)
+            kept = np.ones(rows.num_rows, dtype=bool)
+            kept[list(found)] = False
             rows, values, tombstones = rows.filter(kept), values.filter(kept), tombstones.filter(kept)
             raw = raw.filter(kept) if raw is not None else None
         if raw is not None:
@@ -169,16 +175,13 @@ class TableOut:
         self._changes.append(pa.Table.from_arrays(arrays, names=names))
         return True
 
-    def _lettered(self, rows: pa.Table, found: Mapping[int, tuple[str, str]]) -> bool:
-        """Takes the changes `found` as dead letters (their coordinates: `rows`' first columns);
-        False when the table takes none, or past `MAX_LETTERS`."""
-        if not self.table.letters:
-            return False
-        topic, partition, offset = (rows.column(i) for i in range(len(ORDER)))
-        for j, (error_class, message) in sorted(found.items()):
-            at = (topic[j].as_py(), partition[j].as_py(), offset[j].as_py())
-            self.letters.append(Letter(*at, "change", error_class, message))
-        return len(self.letters) <= MAX_LETTERS
+    def _lettered(self, rows: pa.Table, found: Mapping[int, tuple[str, str]]) -> None:
+        """Takes the changes `found` as dead letters (their coordinates: `rows`' first columns)."""
+        at = sorted(found)
+        taken = rows.take(pa.array(at, pa.int64()))
+        coordinates = zip(*(taken.column(i).to_pylist() for i in range(len(ORDER))), strict=True)
+        for j, (topic, partition, offset) in zip(at, coordinates, strict=True):
+            self.letters.append(Letter(topic, partition, offset, "change", *found[j]))
 
     def _write_changes(self) -> None:
         """Each key's last change among all the task read: its key to the delete file, its row to
@@ -199,7 +202,10 @@ class TableOut:
         if self.table.changes is not None:
             chunk = self.rows.take() if self.rows is not None else None
             if chunk is not None and not self.add_changes(pa.Table.from_batches([chunk])):
-                raise DeclinedValueError("a change without its key or with an unknown operation")
+                raise DeclinedValueError(
+                    "a change without its key or operation, more dead letters than the table takes, or a change "
+                    "that may be older than the row the table holds"
+                )
             if last:
                 self._write_changes()
             return
