@@ -128,6 +128,9 @@ def test_debezium_connect_json_in_one_pass_matches_sparks_path(
     assert [("direct" in t.steps, sorted(spark_steps & set(t.steps))) for t in timings["direct"]] == [(True, [])] * 2, (
         "batch 0 again and batch 1, in the one-pass job alone: no decode, prepare or write step of Spark's path"
     )
+    assert [t.spark_jobs for t in timings["direct"]] == [1, 1], (
+        "the one-pass job alone: the new table's columns from the Connect schemas of a sample the driver read"
+    )
     assert ["direct" in t.steps for t in timings["spark"]] == [False]
     for table in tables.values():
         state, count = table_state(spark, table)

@@ -30,6 +30,7 @@ tasks (tasks/decode_connect.py converts them in Arrow).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -265,3 +266,42 @@ def is_connect_schema(text: str | None) -> bool:
     except ValueError:
         return False
     return isinstance(raw, dict) and isinstance(raw.get("type"), str)
+
+
+class UnsureRecordError(ValueError):
+    """A record Spark's JSON functions may read otherwise than Python's strict parser."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise UnsureRecordError("a duplicate key")  # Jackson and Python may keep different ones
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise UnsureRecordError(f"non-standard JSON {name}")
+
+
+def sample_schemas(values: Iterable[bytes]) -> tuple[list[str], int] | None:
+    """The distinct top-level `schema` values of JSON records that look like Connect schemas (as
+    JSON texts, in order of first appearance), and how many records carry none: what the batch
+    decoder's aggregate over `schema_text` finds (batch/decode/json.py `connect_rows`), found in
+    this process. Values framed by Confluent's JSONSerializer are unframed first, as `json_text`
+    does. None when a record is not strict JSON in UTF-8 (not valid, trailing text, NaN, a
+    duplicate key, too deep): Spark's lenient reading might take it otherwise, so only Spark
+    says."""
+    texts: dict[str, None] = {}
+    others = 0
+    for value in values:
+        data = value[5:] if len(value) >= 5 and value[0] == 0 else value
+        try:
+            record = json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            return None
+        schema = record.get("schema") if isinstance(record, dict) else None
+        if isinstance(schema, dict) and isinstance(schema.get("type"), str):
+            texts.setdefault(json.dumps(schema, sort_keys=True), None)
+        else:
+            others += 1
+    return list(texts), others

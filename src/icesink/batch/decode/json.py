@@ -41,9 +41,17 @@ from icesink.batch.decode.json_rows import (
 )
 from icesink.iceberg.jvm import jsession, jvm
 from icesink.schema import connect
+from icesink.schema.connect import ConnectSchema
 from icesink.schema.evolution import CORRUPT_COLUMN, merged
 
 log = logging.getLogger(__name__)
+
+
+class Unsure:
+    """What `JsonDecoder.connect_rows_of` says of a sample only Spark's reading may judge."""
+
+
+UNSURE = Unsure()
 
 
 def _flat(t: DataType) -> bool:
@@ -100,16 +108,37 @@ class JsonDecoder:
         Connect JSON: their schemas' rows merged, as `inspect` makes a new table's columns; None
         when one is not, or has a schema Spark's path does not read (it makes them dead letters)."""
         schemas, others = self._connect_schemas(records.where(F.col(self._src.column).isNotNull()))
-        if schemas:
+        return self._sampled_rows([s.row if s.schema is not None else None for s in schemas], others)
+
+    def connect_rows_of(self, values: Sequence[bytes | None]) -> StructType | Unsure | None:
+        """`connect_rows` of a sample's records read by the driver (`values` of the decoder's
+        column), found in this process, not by a Spark job; `UNSURE` when a record may read
+        otherwise in Spark (connect.sample_schemas): only `connect_rows` says then."""
+        found = connect.sample_schemas(v for v in values if v is not None)
+        if found is None:
+            return UNSURE
+        texts, others = found
+        return self._sampled_rows([self._row_of(text) for text in texts], others)
+
+    def _sampled_rows(self, rows: Sequence[StructType | None], others: int) -> StructType | None:
+        """The merged row of a sample's distinct Connect schemas (None: one Spark's path does not
+        read), with `others` records without one; learns whether the records are Connect JSON."""
+        if rows:
             self._connect_seen = True
         elif others:
             self._connect_absent = True
-        if others or not schemas or any(s.schema is None for s in schemas):
+        if others or not rows or None in rows:
             return None
         row = StructType([])
-        for s in schemas:
-            row = merged(row, s.row)
+        for r in rows:
+            assert r is not None
+            row = merged(row, r)
         return row
+
+    @property
+    def column(self) -> str:
+        """The Kafka record's column the decoder reads (value or key)."""
+        return self._src.column
 
     @property
     def plain(self) -> bool:
@@ -201,16 +230,25 @@ class JsonDecoder:
         log.debug("connect schemas in batch: %d; records without one: %d", len(schemas), others)
         return schemas, others
 
+    def _read(self, text: str) -> tuple[ConnectSchema, StructType]:
+        """A Connect schema's text parsed, and the row its records give (the envelope's, for
+        change events); raises ConnectSchemaError or EnvelopeError."""
+        schema = connect.parse_schema(text)
+        row = schema.result_type
+        return schema, (debezium.row_type(row, self._envelope) if self._envelope is not None else row)
+
+    def _row_of(self, text: str) -> StructType | None:
+        try:
+            return self._read(text)[1]
+        except (connect.ConnectSchemaError, debezium.EnvelopeError):
+            return None
+
     def _schema(self, h: int, text: str) -> SchemaInBatch:
         found = self._parsed.get(text)  # the hash is the text's: the same text, the same hash
         if found is not None:
             return found
         try:
-            schema = connect.parse_schema(text)
-            row = schema.result_type
-            if self._envelope is not None:
-                row = debezium.row_type(row, self._envelope)
-            found = SchemaInBatch(h, schema, row)
+            found = SchemaInBatch(h, *self._read(text))
         except (connect.ConnectSchemaError, debezium.EnvelopeError) as e:
             found = SchemaInBatch(h, None, StructType([]), f"{self._src.column} Connect schema: {e}")
         if len(self._parsed) >= 64:
