@@ -13,7 +13,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType, StructType, TimestamptzType
 
 from icesink.tasks.descriptors import descriptor_batches
-from icesink.tasks.files import WriteTask, write_files
+from icesink.tasks.files import TableFiles, WriteTask, write_files
 from icesink.tasks.parquet_files import close_all, dictionary_columns, split_by_partition
 from icesink.tasks.storage import StorageSettings
 from tests.support.files import local_task
@@ -141,6 +141,27 @@ def test_the_files_of_many_partitions_are_closed_together_each_whole(tmp_path: P
     for f in files:
         ids = pq.read_table(f.path.removeprefix("file://")).column("id").to_pylist()
         assert ids == [int(f.partition[0]), int(f.partition[0]) + 20]
+        assert_footer_describes(f.footer, f.path)
+
+
+def test_a_tasks_last_rows_close_their_partitions_files_early_each_whole(tmp_path: Path) -> None:
+    n = 40
+    files = TableFiles(cdc_task(tmp_path, 1), 0)
+    # Partition 0's rows come in two writes; the last (final) write closes the files of its
+    # partitions once written (in the background), partition 9's too, which it does not hold.
+    files.write(pa.Table.from_batches([with_meta(spark_like_batch(0, 10), ["U"] * 10, ["0"] * 9 + ["9"])]))
+    last = with_meta(spark_like_batch(10, n), ["U", "D"] * (n // 2), [str(i % 4) for i in range(n)])
+    files.write(pa.Table.from_batches([last]), final=True)
+    done = files.close()
+    got = {
+        (f.content, f.partition): pq.read_table(f.path.removeprefix("file://")).column("id").to_pylist() for f in done
+    }
+    assert got[("deletes", ("0",))] == [*range(9), *range(10, 10 + n, 4)]
+    assert got[("data", ("0",))] == [*range(9), *range(10, 10 + n, 4)]  # U, D alternate: i % 4 == 0 are Us
+    assert ("data", ("1",)) not in got, "partition 1's last changes are deletes only: no data file"
+    assert got[("deletes", ("9",))] == [9]
+    assert sum(len(v) for (kind, _), v in got.items() if kind == "deletes") == 10 + n
+    for f in done:
         assert_footer_describes(f.footer, f.path)
 
 

@@ -30,6 +30,7 @@ from icesink.tasks.parquet_files import (
     DATA,
     DELETES,
     ROW_GROUP_ROWS,
+    Closer,
     PartitionWriters,
     RollingWriter,
     close_all,
@@ -106,9 +107,14 @@ class _TaskWriter:
         first_order = task.partition_columns + 1
         self.order_positions = list(range(first_order, first_order + task.order_columns)) if changes else []
         self.held_position = first_order + task.order_columns if changes and task.held_column else None
+        self._closer = Closer()
 
-    def write(self, table: pa.Table) -> None:
+    def write(self, table: pa.Table, final: bool = False) -> None:
+        """`final`: the task's last rows of the table. A partitioned table's files of a partition
+        are then closed (uploaded) in the background once its rows are written, while the next
+        partition's are encoded: a bucket(16) changelog task's 32 uploads waited 0.16 s at its end."""
         n_data = len(self._task.arrow_schema)
+        kinds = self._kinds()
         for partition, rows in split_by_partition(table, self._task.partition_columns):
             data = rows.select(list(range(self._meta, self._meta + n_data)))
             if self._deletes is not None and self._task.delete_schema is not None:
@@ -118,10 +124,18 @@ class _TaskWriter:
                 )
                 data = data.filter(pc.not_equal(op, pa.scalar("D")))
             self._data.write(_cast(data, self._task.arrow_schema, self._task.table), partition)
+            if final and self._task.partition_columns:
+                self._closer.submit([w for kind in kinds if (w := kind.writer_of(partition)) is not None])
+
+    def _kinds(self) -> list[PartitionWriters]:
+        return [self._data] if self._deletes is None else [self._data, self._deletes]
 
     def close(self) -> list[WrittenFile]:
-        kinds = [self._data] if self._deletes is None else [self._data, self._deletes]
-        close_all([w for kind in kinds for w in kind.writers])
+        kinds = self._kinds()
+        try:
+            self._closer.wait()
+        finally:
+            close_all([w for kind in kinds for w in kind.writers])  # those not closed yet
         return [f for kind in kinds for f in kind.done()]
 
 
@@ -133,8 +147,8 @@ class TableFiles:
         self._uri_prefix = task.data_location[: len(task.data_location) - len(folder)]
         self.writer = _TaskWriter(task, fs, folder, partition_id)
 
-    def write(self, rows: pa.Table) -> None:
-        self.writer.write(rows)
+    def write(self, rows: pa.Table, final: bool = False) -> None:
+        self.writer.write(rows, final)
 
     def close(self) -> list[WrittenFile]:
         """Closes the open files; every file written, by its full URI."""

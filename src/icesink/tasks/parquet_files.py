@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -139,7 +140,7 @@ def split_by_partition(table: pa.Table, columns: int) -> Iterator[tuple[tuple[st
         yield (), table
         return
     names = [f"p{i}" for i in range(columns)]
-    positions = pa.array(range(table.num_rows), pa.int64())
+    positions = pa.array(np.arange(table.num_rows, dtype=np.int64))
     keys = table.select(list(range(columns))).rename_columns(names).append_column("i", positions)
     # Without threads, groups come in order of first appearance; 4x faster than a Python dict of
     # the rows' values (150,000 rows in 4 partitions: 65 -> 16 ms).
@@ -148,9 +149,13 @@ def split_by_partition(table: pa.Table, columns: int) -> Iterator[tuple[tuple[st
     if len(values) == 1:
         yield values[0], table
         return
-    rows = groups.column("i_list")
+    # One take of every row, grouped, then a slice per partition: a take per partition cost twice
+    # as much (a bucket(16) changelog task's 105,000 rows: 85 -> 40 ms).
+    lists = groups.column("i_list").combine_chunks()
+    grouped = table.take(lists.flatten())
+    starts = lists.offsets.to_pylist()
     for g, value in enumerate(values):
-        yield value, table.take(rows[g].values)
+        yield value, grouped.slice(starts[g], starts[g + 1] - starts[g])
 
 
 # A task's open files are closed this many at a time: closing a small file is its one PUT to object
@@ -171,6 +176,30 @@ def close_all(writers: Sequence[RollingWriter]) -> None:
         f.result()
 
 
+class Closer:
+    """Closes writers in the background, `CLOSING_THREADS` at a time: a partition's files, once a
+    task has written its last rows, are uploaded while the next partition's rows are encoded."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._futures: list[Future[None]] = []
+
+    def submit(self, writers: Sequence[RollingWriter]) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(CLOSING_THREADS)
+        self._futures += [self._pool.submit(w.close) for w in writers]
+
+    def wait(self) -> None:
+        """Every close submitted, awaited; the first failure raised."""
+        if self._pool is None:
+            return
+        self._pool.shutdown(wait=True)
+        self._pool = None
+        futures, self._futures = self._futures, []
+        for f in futures:
+            f.result()
+
+
 class PartitionWriters:
     """A rolling writer of one kind per partition: rows of a partition met again later (unsorted
     input, a task's next chunk) go on into its open file."""
@@ -184,6 +213,9 @@ class PartitionWriters:
         if writer is None:
             writer = self._open[partition] = self._make()
         writer.write(table, partition)
+
+    def writer_of(self, partition: tuple[str | None, ...]) -> RollingWriter | None:
+        return self._open.get(partition)
 
     @property
     def writers(self) -> list[RollingWriter]:

@@ -193,7 +193,7 @@ class TableOut:
         files = self._files = TableFiles(self.table.task, self._pid)
         last = last_per_key(rows, files.writer.key_positions, files.writer.order_positions)
         self.fingerprints = key_fingerprints(last.select(files.writer.key_positions))
-        files.write(last)
+        files.write(last, final=True)
 
     def flush(self, last: bool = False) -> None:
         """Moves the gathered rows into Arrow, and into a file once a row group's worth (or the
@@ -219,7 +219,7 @@ class TableOut:
             rows = pa.Table.from_batches(self._chunks)
             for i, part in enumerate(partition_strings(rows, self.table.partition_by)):
                 rows = rows.add_column(i, f"__icesink_part_{i}", part)
-            self._files.write(rows)
+            self._files.write(rows, final=last)
             self._chunks, self._chunk_rows = [], 0
 
     @property
