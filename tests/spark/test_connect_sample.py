@@ -72,8 +72,22 @@ def test_the_rows_of_a_sample_with_two_schemas_are_merged(spark: SparkSession) -
         b'{"schema": {"type": "struct"}, "schema": {"type": "string"}, "payload": {}}',
         b'{"schema": {"type": "struct", "fields": []}, "payload": "\xff"}',
         b"",
+        b'{"schema": "{\\"type\\": \\"struct\\", \\"fields\\": []}", "payload": {}}',
+        b'{"schema": {"type": "struct", "fields": [], "parameters": {"scale": 1e400}}, "payload": {}}',
+        b'{"schema": {"type": "struct", "fields": []}, "payload": {"n": 1' + b"0" * 1000 + b"}}",
+        b'{"schema": {"type": "struct", "fields": []}, "payload": ' + b"[" * 1001 + b"]" * 1001 + b"}",
     ],
-    ids=["trailing text", "NaN", "a duplicate key", "not UTF-8", "empty"],
+    ids=[
+        "trailing text",
+        "NaN",
+        "a duplicate key",
+        "not UTF-8",
+        "empty",
+        "a schema in a string",
+        "a float past double",
+        "a number past Jackson's length",
+        "nested past Jackson's depth",
+    ],
 )
 def test_a_record_spark_may_read_otherwise_leaves_the_verdict_to_spark(spark: SparkSession, value: bytes) -> None:
     decoder = JsonDecoder(spark, SPEC)

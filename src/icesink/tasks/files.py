@@ -135,7 +135,7 @@ class _TaskWriter:
         try:
             self._closer.wait()
         finally:
-            close_all([w for kind in kinds for w in kind.writers])  # those not closed yet
+            close_all([w for kind in kinds for w in kind.writers if w.is_open])  # those not closed yet
         return [f for kind in kinds for f in kind.done()]
 
 

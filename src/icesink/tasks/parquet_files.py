@@ -89,6 +89,10 @@ class RollingWriter:
         if self._sink.tell() >= self._task.target_file_size:
             self.close()
 
+    @property
+    def is_open(self) -> bool:
+        return self._writer is not None
+
     def close(self) -> None:
         if self._writer is None or self._sink is None:
             return
