@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.decode.json import UNSURE, JsonDecoder
-from icesink.schema.connect import sample_schemas
+from icesink.schema.connect_sample import sample_schemas
 from tests.support import debezium as ce
 from tests.support.frames import kafka_records
 

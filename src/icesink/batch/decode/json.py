@@ -42,6 +42,7 @@ from icesink.batch.decode.json_rows import (
 from icesink.iceberg.jvm import jsession, jvm
 from icesink.schema import connect
 from icesink.schema.connect import ConnectSchema
+from icesink.schema.connect_sample import sample_schemas
 from icesink.schema.evolution import CORRUPT_COLUMN, merged
 
 log = logging.getLogger(__name__)
@@ -113,8 +114,8 @@ class JsonDecoder:
     def connect_rows_of(self, values: Sequence[bytes | None]) -> StructType | Unsure | None:
         """`connect_rows` of a sample's records read by the driver (`values` of the decoder's
         column), found in this process, not by a Spark job; `UNSURE` when a record may read
-        otherwise in Spark (connect.sample_schemas): only `connect_rows` says then."""
-        found = connect.sample_schemas(v for v in values if v is not None)
+        otherwise in Spark (schema/connect_sample.py): only `connect_rows` says then."""
+        found = sample_schemas(v for v in values if v is not None)
         if found is None:
             return UNSURE
         texts, others = found
