@@ -10,6 +10,7 @@ steps too). Printed: both medians, the ratio, and the step times of the median b
 
     python -m dev.bench.fanout [--tables 200 | --sizes 1,10,50,200,1000] [--records 50] [--repeat 3]
                                [--parallelism 1,8] [--commit both|together|apart] [--restart]
+                               [--keep-tables-s 0]
                                [--report docs/bench-report.json]
 
 --parallelism runs the many-table side once per `job.table_parallelism` value given; --commit once
@@ -59,6 +60,7 @@ def produce_round(topics: list[str], per_topic: int, start: int) -> None:
 
 
 CATALOG_PROPERTIES: dict[str, str] = {}  # --catalog-property
+KEEP_TABLES_S: list[float] = []  # --keep-tables-s (none: the job's default)
 
 
 def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None, together: bool = True) -> Config:
@@ -70,6 +72,7 @@ def config_for(tag: str, pattern: str, checkpoint: Path, parallelism: int | None
             "uri": CATALOG_URI,
             "properties": dict(CATALOG_PROPERTIES),
             "multi_table_commit": together,
+            **({"keep_tables_s": KEEP_TABLES_S[0]} if KEEP_TABLES_S else {}),
         },
         "s3": {"endpoint": S3_ENDPOINT},
         "tables": {"namespace": f"bench_{tag}"},
@@ -205,11 +208,17 @@ def main() -> None:
         "--catalog-property", action="append", default=[], metavar="KEY=VALUE",
         help="a catalog.properties entry for both sides (repeatable), e.g. rest-metrics-reporting-enabled=false",
     )  # fmt: skip
+    parser.add_argument(
+        "--keep-tables-s", type=float,
+        help="catalog.keep_tables_s for both sides (0: every table loaded every batch); default: the job's",
+    )  # fmt: skip
     parser.add_argument("--report", type=Path, help="add the figures to this report.json (section `fanout`)")
     args = parser.parse_args()
     from icesink.job.session import build_session
 
     CATALOG_PROPERTIES.update(kv.split("=", 1) for kv in args.catalog_property)
+    if args.keep_tables_s is not None:
+        KEEP_TABLES_S.append(args.keep_tables_s)
     levels: list[int | None] = [int(x) for x in args.parallelism.split(",") if x] or [None]
     sizes = [
         (int(n), int(r[0]) if r else args.records) for n, *r in (x.split(":") for x in args.sizes.split(",") if x)

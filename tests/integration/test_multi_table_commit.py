@@ -9,6 +9,7 @@ table's records in that window: test_faults.py's twelve tables, in one request a
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -158,3 +159,43 @@ def test_a_catalog_that_does_not_take_the_request_is_committed_table_by_table_fr
     assert "the catalog does not take the multi-table commit (BadRequestException" in result.stderr
     assert "committing table by table from now on" in result.stderr
     each_batch_once(spark, scenario, ledger, names, topics)
+
+
+def test_tables_kept_between_batches_and_changed_by_others_before_the_next_plan(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """A steady batch is planned on the tables as the job's last request made them, without a
+    load (catalog.keep_tables_s: one catalog request a batch). A compaction of one and another
+    writer's append to another, committed before the next batch is planned, are not in the kept
+    tables: the request is refused, the tables are committed one by one on top, every record
+    once, and the batch after is one request again."""
+    names = ["carts", "views", "clicks"]
+    ledger = Ledger()
+    topics = topics_of(scenario, ledger, names, 40)
+    config = scenario.write_config(tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 60})
+    first = run_cli(config)  # batch 0 creates the tables, batch 1: two small files in each
+    assert first.returncode == 0, first.stderr[-3000:]
+    carts, views, clicks = (scenario.table(n) for n in names)
+
+    for t in topics:
+        ledger.good(t, 60)  # batches 2, 3 and 4, 20 records a topic each
+    env, release = pause_env(tmp_path, "before-plan", 3)
+    log = tmp_path / "job.log"
+    job = start_cli(config, log, env)
+    paused(release, job, log)  # batch 2 committed in one request, on the tables it loaded
+    spark.sql(f"CALL icesink.system.rewrite_data_files(table => '{carts}', options => map('min-input-files', '2'))")
+    spark.sql(f"INSERT INTO {views} (id, v) VALUES (-1, 'written by someone else')")
+    release.touch()
+    output = finish(job, log)
+
+    assert job.returncode == 0, output[-3000:]
+    requests = {int(b): int(n) for b, n in re.findall(r"batch (\d+) timings: .*; (\d+) catalog request", output)}
+    assert requests[2] == 4, "batch 2: the three tables loaded (a new process), then one request"
+    assert "batch 3: the catalog refused the multi-table commit" in output, "batch 3 was planned on the kept tables"
+    assert requests[4] == 1, "batch 4: planned on the tables batch 3 committed, no load"
+    assert [s["operation"] for s in snapshots(spark, carts)][-4:] == ["append", "replace", "append", "append"]
+    assert [s["operation"] for s in snapshots(spark, views)][-4:] == ["append", "append", "append", "append"]
+    assert len(snapshots(spark, clicks)) == 5, "each batch exactly once"
+    oracle.check(spark, ledger, carts, [topics[0]], checkpoint=scenario.checkpoint)
+    oracle.check(spark, ledger, views, [topics[1]], extra_ids=[-1])
+    oracle.check(spark, ledger, clicks, [topics[2]], checkpoint=scenario.checkpoint)

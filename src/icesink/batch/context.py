@@ -51,7 +51,7 @@ class BatchContext:
     @classmethod
     def build(cls, spark: SparkSession, config: Config) -> BatchContext:
         storage = StorageSettings.of(config.s3)
-        catalog = IcebergCatalog(spark, config.catalog.name)
+        catalog = IcebergCatalog(spark, config.catalog.name, config.catalog.keep_tables_s)
         log.info("commits: %s", catalog.use_multi_table_commit(config.catalog.multi_table_commit))
         return cls(
             spark=spark,

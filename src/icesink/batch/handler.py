@@ -76,6 +76,10 @@ class BatchHandler:
         self.last_batch: int | None = None  # the last batch handled (committed, or empty)
         self.last_commit: LastCommit | None = None
 
+    def table_changed(self, ref: TableRef) -> None:
+        """Another commit of the job's own (its maintenance) changed `ref`: loaded for the next batch."""
+        self._ctx.catalog.kept.forget(ref)
+
     @property
     def dead_letter_ref(self) -> TableRef:
         return self._ctx.dead_letter_ref
@@ -154,6 +158,8 @@ class BatchHandler:
                     log.info("batch %d: committed after %d retr%s", batch_id, attempt, "y" if attempt == 1 else "ies")
                 return
             except Exception as e:
+                # What the failed run committed, or another writer did, is read from the tables again.
+                self._ctx.catalog.kept.forget_all()
                 attempt += 1
                 wait = retries.backoff_seconds(attempt)
                 if not retries.is_transient(e) or time.monotonic() + wait > deadline:
@@ -207,6 +213,7 @@ class BatchHandler:
         if not ranges:
             log.info("batch %d: empty", batch_id)
             return
+        faults.maybe_pause("before-plan", batch_id)
         field_routed = any(ctx.router.route(t).field is not None for t in {r.tp.topic for r in ranges})
         if field_routed:  # the routing pass reads the records, then the tables do
             persisted.append(batch.persist(StorageLevel.MEMORY_AND_DISK))

@@ -147,6 +147,13 @@ class CatalogConfig(Section):
         "/v1/{prefix}/transactions/commit (all or none where the catalog applies it atomically); false: one "
         "commit per table",
     )
+    keep_tables_s: float = Field(
+        30.0,
+        ge=0,
+        description="plan a table's next batch on the table as the catalog last served it (its load or its "
+        "commit's answer) for this long instead of loading it each batch; a table another writer moved meanwhile "
+        "is refused at commit as always; 0: load every table every batch",
+    )
 
 
 class S3Config(Section):

@@ -21,6 +21,7 @@ from icesink.errors import CommitError
 from icesink.iceberg import ancestry, offsets_marker, schema_update, table_layout, transaction
 from icesink.iceberg.commit import CommitResult, commit_files
 from icesink.iceberg.jvm import JavaObject, java_list, jsession, jvm, string_array, table_identifier
+from icesink.iceberg.kept_tables import KeptTables
 from icesink.iceberg.snapshot_offsets import OffsetsFound
 from icesink.iceberg.transaction import TableFiles
 from icesink.model import Offsets, OffsetsPlan, TableRef, WrittenFile
@@ -38,7 +39,7 @@ _SERVER_ERROR = "org.apache.iceberg.exceptions.ServiceFailureException"
 class IcebergCatalog:
     """One Spark catalog's Iceberg tables, seen through the JVM."""
 
-    def __init__(self, spark: SparkSession, catalog_name: str) -> None:
+    def __init__(self, spark: SparkSession, catalog_name: str, keep_tables_s: float = 0.0) -> None:
         self._spark = spark
         self._jvm = jvm(spark)
         self._name = catalog_name
@@ -54,6 +55,8 @@ class IcebergCatalog:
         self._identifiers = True
         # The job's last commit to each table (its Java snapshot): offsets_marker.committed_offsets.
         self._last_commits: dict[TableRef, JavaObject] = {}
+        # Tables a batch plans on without loading them (catalog.keep_tables_s; kept_tables.py).
+        self.kept = KeptTables(keep_tables_s)
 
     # ------------------------------------------------------------------ tables
 
@@ -82,14 +85,20 @@ class IcebergCatalog:
                     raise CommitError(f"cannot create namespace {namespace}: {e}") from e
 
     def load(self, ref: TableRef) -> JavaObject | None:
-        # One request: loadTable, its 404 as NoSuchTableException (tableExists first was a second).
+        # One request: loadTable, its 404 as NoSuchTableException (tableExists first was a second);
+        # none for a table kept since the catalog last said it.
+        kept = self.kept.get(ref)
+        if kept is not None:
+            return kept
         self._count(1)
         try:
-            return self._catalog.loadTable(self._identifier(ref))
+            table = self._catalog.loadTable(self._identifier(ref))
         except Py4JJavaError as e:
             if e.java_exception.getClass().getName() == _NO_SUCH_TABLE:
                 return None
             raise
+        self.kept.heard(ref, table)
+        return table
 
     def create(
         self,
@@ -268,6 +277,7 @@ class IcebergCatalog:
             self._spark, table, files, plan, query_id, batch_id, key_columns, self._last_commits.get(plan.table)
         )
         self._remember([result])
+        self.kept.heard(plan.table, table)  # Iceberg took the table from the commit's answer
         return result
 
     def use_multi_table_commit(self, wanted: bool) -> str:
@@ -282,8 +292,13 @@ class IcebergCatalog:
         """Every table's fenced snapshot in one request, or None: commit them one by one instead
         (transaction.commit_together)."""
         self._count(1)
-        results = transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
-        self._remember(results or [])
+        staged = transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
+        if staged is None:
+            return None
+        results = [r for r, _ in staged]
+        self._remember(results)
+        for t, (r, metadata) in zip(tables, staged, strict=True):
+            self.kept.committed_together(t.plan.table, t.table, metadata, r.snapshot_id)
         return results
 
     def _remember(self, results: Sequence[CommitResult]) -> None:

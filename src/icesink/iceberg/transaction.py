@@ -114,10 +114,11 @@ def _field(obj: JavaObject, class_name: str, name: str) -> JavaObject:
 def commit_together(
     spark: SparkSession, catalog: JavaObject, tables: Sequence[TableFiles], query_id: str, batch_id: int,
     prepare: Prepare,
-) -> list[CommitResult] | None:  # fmt: skip
-    """Every table's snapshot of the batch in one catalog request; None when the batch must be
-    committed table by table instead (a table's offsets moved since planning, the catalog
-    refused a requirement, or its answer was lost: see the module's docstring). Raises
+) -> list[tuple[CommitResult, JavaObject]] | None:  # fmt: skip
+    """Every table's snapshot of the batch in one catalog request, with the table's metadata as the
+    request made it (kept_tables.py); None when the batch must be committed table by table
+    instead (a table's offsets moved since planning, the catalog refused a requirement, or its
+    answer was lost: see the module's docstring). Raises
     MultiTableUnsupportedError when the catalog answers that it does not take such a request
     (a 400, 401 or 403): nothing of it was applied."""
 
@@ -158,7 +159,13 @@ def commit_together(
     log.debug("batch %d: %d tables staged in %.2f s, committed in one request in %.2f s",
               batch_id, len(tables), sent - started, time.monotonic() - sent)  # fmt: skip
     faults.maybe_kill("after-multi-table-commit", batch_id, spark)
-    return [_result(t, txn) for t, txn in zip(tables, transactions, strict=True)]
+    TableMetadata = jvm(spark).org.apache.iceberg.TableMetadata  # noqa: N806
+    # Without the changes the transaction recorded: a transaction begun on metadata that carries
+    # them sends them again (the catalog refuses a snapshot it has: "Snapshot already exists").
+    return [
+        (_result(t, txn), TableMetadata.buildFrom(txn.currentMetadata()).discardChanges().build())
+        for t, txn in zip(tables, transactions, strict=True)
+    ]
 
 
 def _staged(spark: SparkSession, t: TableFiles, query_id: str, batch_id: int) -> JavaObject | None:

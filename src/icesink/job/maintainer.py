@@ -72,6 +72,8 @@ class Maintainer:
         self.runs = 0
         # Called with each finished run (metrics).
         self.on_run: Callable[[MaintenanceRun], None] | None = None
+        # Called with each table a run may have committed to (the batches' kept tables).
+        self.on_table_changed: Callable[[TableRef], None] | None = None
 
     def _maintained(self, ref: TableRef) -> bool:
         # Asked for each table of each batch: a table's settings do not change while the job runs.
@@ -175,6 +177,7 @@ class Maintainer:
                 job_commits=lambda sequence: self._job_commit(ref, sequence),
             )  # fmt: skip
         except Exception as e:
+            self._changed(ref)
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             log.warning("maintenance of %s failed (the job goes on; tried again after %d s): %s",
                         ref, self._config.maintenance.min_interval_s, first)  # fmt: skip
@@ -186,9 +189,14 @@ class Maintainer:
         if wanted.full:
             done += [f"{result.rewritten_manifests} manifest(s) rewritten",
                      f"{result.expired_snapshots} snapshot(s) expired"]  # fmt: skip
+        self._changed(ref)
         steps = ", ".join(f"{k} {v:.1f}s" for k, v in result.steps.items())
         log.info("maintenance of %s done in %.1f s (%s): %s", ref, result.seconds, steps, ", ".join(done))
         return MaintenanceRun(ref, reason, result, None, time.monotonic() - started)
+
+    def _changed(self, ref: TableRef) -> None:
+        if self.on_table_changed is not None:
+            self.on_table_changed(ref)
 
     def _job_commit(self, ref: TableRef, sequence: int) -> dict[str, str] | None:
         """icesink's summary properties of the job's commit of `sequence` on `ref`; waited for a

@@ -33,6 +33,7 @@ class Job:
         self.handler = BatchHandler(spark, config, self._query_id)
         self.maintainer = Maintainer(spark, config, self.handler.dead_letter_ref, self._running)
         self.handler.on_commits = self.maintainer.committed
+        self.maintainer.on_table_changed = self.handler.table_changed
 
     def _running(self) -> bool:
         """Whether the query runs (maintenance starts no run once it stopped)."""

@@ -28,6 +28,8 @@ restarted job (or Spark's retry of the task) runs on.
 ICESINK_FAULT_PAUSE=<point>:<batch id> with ICESINK_FAULT_PAUSE_FILE=<path> stops the job at
 that point: it creates `<path>.reached` and waits until `<path>` exists (at most 10 minutes), so a
 test can commit from another process in the window between planning and committing:
+  before-plan         the batch's offset ranges are known, its tables not yet loaded (nor
+                      taken as the job kept them: iceberg/kept_tables.py);
   before-table-commit  a table's offsets were checked, its snapshot is not yet committed;
   before-multi-table-staging  the batch's files are written, its tables' snapshots are not yet
                       staged for the one request (their offsets not yet checked again);
