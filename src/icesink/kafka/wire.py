@@ -20,6 +20,12 @@ class WireFormatError(ValueError):
     """The bytes are not in the Confluent wire format."""
 
 
+def json_text(value: bytes) -> bytes:
+    """The JSON text of a value, without the 5-byte frame Confluent's JSONSerializer puts before
+    it (a JSON text never starts with a zero byte), as Spark's path strips it (json_rows.json_text)."""
+    return value[HEADER_SIZE:] if len(value) >= HEADER_SIZE and value[0] == MAGIC else value
+
+
 def id_key(schema_id: int) -> bytes:
     """The frame key of an integer schema id (0x00 + 4 bytes), as `schema_ref` reads it back."""
     return bytes([MAGIC]) + struct.pack(">I", schema_id)

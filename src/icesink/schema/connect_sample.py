@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from icesink.kafka import wire
 from icesink.schema.connect import is_connect_schema
 
 
@@ -63,7 +64,7 @@ def sample_schemas(values: Iterable[bytes]) -> tuple[list[str], int] | None:
     texts: dict[str, None] = {}
     others = 0
     for value in values:
-        data = value[5:] if len(value) >= 5 and value[0] == 0 else value
+        data = wire.json_text(value)
         if data.count(b"{") + data.count(b"[") > _MAX_DEPTH:  # maybe nested past Jackson's limit
             return None
         try:

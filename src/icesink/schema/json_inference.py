@@ -44,11 +44,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from icesink.kafka import wire
 from icesink.tasks.dead_letters import json_problem
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
-# A Confluent JSONSerializer's frame: a zero byte and a 4-byte schema id before the JSON text.
-_FRAME = 5
 
 
 class _UnsureError(Exception):
@@ -93,10 +92,8 @@ def _record(value: bytes) -> dict[str, Any] | None:
 
 
 def _parsed(value: bytes) -> Any:
-    if len(value) >= _FRAME and value[0] == 0:
-        value = value[_FRAME:]
     try:
-        return json.loads(value.decode("utf-8"), object_pairs_hook=_object, parse_constant=_refused)
+        return json.loads(wire.json_text(value).decode("utf-8"), object_pairs_hook=_object, parse_constant=_refused)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise _UnsureError from None
 

@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icesink.kafka import wire
 from icesink.tasks.avro_bodies import undecodable
 
 
@@ -73,8 +74,7 @@ def json_problem(value: bytes) -> tuple[str, str, str] | None:
     that ends inside its first value (`NOT_JSON`: no parser reads it);
     strict JSON that is a scalar or an array without objects at any depth (`NOT_AN_OBJECT`; an
     array of objects is left: Spark's inference takes their fields)."""
-    if len(value) >= 5 and value[0] == 0:
-        value = value[5:]
+    value = wire.json_text(value)
     text = value.decode("utf-8", errors="replace").strip(_JSON_SPACE)
     if not text:
         return EMPTY_VALUE

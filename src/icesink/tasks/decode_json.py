@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import ArrayType, BooleanType, DataType, DoubleType, LongType, StringType, StructType
 
+from icesink.kafka import wire
+
 _KINDS: dict[type[DataType], tuple[str, pa.DataType]] = {
     LongType: ("long", pa.int64()),
     DoubleType: ("double", pa.float64()),
@@ -161,8 +163,7 @@ def json_object(value: bytes | None) -> dict[str, Any] | None:
     json_rows.json_text does), or None when it is anything else."""
     if value is None:
         return None
-    if len(value) >= 5 and value[0] == 0:
-        value = value[5:]
+    value = wire.json_text(value)
     try:
         found = orjson.loads(value)
     except orjson.JSONDecodeError:
