@@ -72,6 +72,11 @@ class KeptTables:
             if not self._settable or not self._as_committed(table, metadata, snapshot_id):
                 del self._tables[ref]
 
+    @staticmethod
+    def set_on(table: JavaObject) -> bool:
+        """Whether `table` holds metadata a multi-table request made (set here: it has no file)."""
+        return table.operations().current().metadataFileLocation() is None
+
     def forget(self, ref: TableRef) -> None:
         """Loaded again at the next batch (another commit of the job's own, such as maintenance)."""
         with self._lock:

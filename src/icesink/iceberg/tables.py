@@ -292,7 +292,18 @@ class IcebergCatalog:
         """Every table's fenced snapshot in one request, or None: commit them one by one instead
         (transaction.commit_together)."""
         self._count(1)
-        staged = transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
+        try:
+            staged = transaction.commit_together(self._spark, self._catalog, tables, query_id, batch_id, prepare)
+        except transaction.MultiTableUnsupportedError as e:
+            # A request built on metadata a request made before may be what the catalog refuses
+            # (a kept table behind on what leaves main alone: another branch's sequence numbers).
+            # Only a request on tables as loaded says the catalog does not take such requests.
+            if not any(self.kept.set_on(t.table) for t in tables):
+                raise
+            log.warning("batch %d: %s, on tables kept from earlier batches; committing table by table, the "
+                        "tables loaded again for the next", batch_id, e)  # fmt: skip
+            self.kept.forget_all()
+            return None
         if staged is None:
             return None
         results = [r for r, _ in staged]
