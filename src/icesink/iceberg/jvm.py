@@ -42,6 +42,20 @@ def table_identifier(spark: SparkSession, ref: TableRef) -> JavaObject:
     return iceberg.catalog.TableIdentifier.of(namespace, ref.name)
 
 
+def declared_field(obj: JavaObject, class_name: str, name: str) -> JavaObject | None:
+    """The field `name` that `class_name` (`obj`'s class or one it extends) declares, opened
+    through reflection (py4j sees public members only), or None when `obj` is not a `class_name`.
+    Raises Py4JJavaError when that class declares no such field (another Iceberg release)."""
+    cls = obj.getClass()
+    while cls is not None and str(cls.getName()) != class_name:
+        cls = cls.getSuperclass()
+    if cls is None:
+        return None
+    field = cls.getDeclaredField(name)
+    field.setAccessible(True)
+    return field
+
+
 def java_list(items: JavaObject) -> list[Any]:
     """The elements of a java.util.List, one py4j call each plus one. Iterating a py4j collection
     the Python way ends when the Java iterator throws NoSuchElementException, which PySpark's

@@ -27,7 +27,7 @@ import time
 
 from py4j.protocol import Py4JError
 
-from icesink.iceberg.jvm import JavaObject
+from icesink.iceberg.jvm import JavaObject, declared_field
 from icesink.model import TableRef
 
 log = logging.getLogger(__name__)
@@ -90,11 +90,9 @@ class KeptTables:
     def _as_committed(self, table: JavaObject, metadata: JavaObject, snapshot_id: int) -> bool:
         ops = table.operations()
         try:
-            cls = ops.getClass()
-            if str(cls.getName()) != _REST_OPS:
-                return False
-            field = cls.getDeclaredField("current")
-            field.setAccessible(True)
+            field = declared_field(ops, _REST_OPS, "current")
+            if field is None:
+                return False  # not a REST catalog's table: loaded each batch, as before
             field.set(ops, metadata)
             current = table.currentSnapshot()
             if current is not None and int(current.snapshotId()) == snapshot_id:

@@ -28,7 +28,7 @@ from icesink.errors import CommitError
 from icesink.iceberg import ancestry
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.commit import CommitResult, pending_update
-from icesink.iceberg.jvm import JavaObject, jvm, table_identifier
+from icesink.iceberg.jvm import JavaObject, declared_field, jvm, table_identifier
 from icesink.model import OffsetsPlan, WrittenFile, advance
 from icesink.runtime import faults
 
@@ -99,15 +99,10 @@ def decided(catalog: JavaObject, wanted: bool) -> tuple[bool, str]:
 
 
 def _field(obj: JavaObject, class_name: str, name: str) -> JavaObject:
-    """A private field declared by `class_name` (`obj`'s class or one it extends), read through
-    reflection: py4j sees public members only."""
-    cls = obj.getClass()
-    while cls is not None and str(cls.getName()) != class_name:
-        cls = cls.getSuperclass()
-    if cls is None:
+    """The value of a private field declared by `class_name` (`obj`'s class or one it extends)."""
+    field = declared_field(obj, class_name, name)
+    if field is None:
         raise MultiTableUnsupportedError(f"{obj.getClass().getName()} is not a {class_name}")
-    field = cls.getDeclaredField(name)
-    field.setAccessible(True)
     return field.get(obj)
 
 
