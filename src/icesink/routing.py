@@ -12,10 +12,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from icesink.config import RouteRule, UnknownTables, Unmatched
 from icesink.errors import RoutingError
 from icesink.model import TableRef
+from icesink.modes import UnknownTables, Unmatched
+
+if TYPE_CHECKING:
+    from icesink.config import RouteRule
 
 _DAILY = re.compile(r"^(?P<name>.+?)[._-](?P<date>\d{8})$")
 _NOT_IDENT = re.compile(r"[^a-z0-9_]+")

@@ -7,6 +7,7 @@ routing.py  the routing rules
 maintenance.py  the table maintenance the job runs after its commits
 load.py     YAML file + ICESINK__SECTION__KEY overrides -> Config
 reference.py  the README's config reference, generated from the model
+(the choices the Python tasks use too, write modes and unmatched records: icesink/modes.py)
 """
 
 from icesink.config.base import Identifier
@@ -29,7 +30,7 @@ from icesink.config.model import (
     TriggerMode,
     ValueFormat,
 )
-from icesink.config.routing import RouteRule, RoutingConfig, UnknownTables, Unmatched
+from icesink.config.routing import RouteRule, RoutingConfig
 from icesink.config.tables import (
     IncompatiblePolicy,
     OrderScope,
@@ -38,8 +39,8 @@ from icesink.config.tables import (
     TableOptions,
     TablesConfig,
     TableSettings,
-    WriteMode,
 )
+from icesink.modes import UnknownTables, Unmatched, WriteMode
 
 __all__ = [
     "ENV_PREFIX",

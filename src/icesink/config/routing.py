@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import re
-from enum import StrEnum
 
 from pydantic import Field, field_validator, model_validator
 
 from icesink.config.base import Identifier, Section
-
-
-class Unmatched(StrEnum):
-    DEAD_LETTER = "dead-letter"
-    SKIP = "skip"
-
-
-class UnknownTables(StrEnum):
-    CREATE = "create"
-    DEAD_LETTER = "dead-letter"
+from icesink.modes import UnknownTables, Unmatched
 
 
 class RouteRule(Section):

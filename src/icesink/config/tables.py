@@ -12,13 +12,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from icesink.config.base import IDENTIFIER, Identifier, Section
+from icesink.modes import WriteMode
 from icesink.schema import partitioning
-
-
-class WriteMode(StrEnum):
-    APPEND = "append"
-    UPSERT = "upsert"
-    CHANGELOG = "changelog"
 
 
 def _partition_fields(v: list[str] | None) -> list[str] | None:

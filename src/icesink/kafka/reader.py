@@ -22,12 +22,14 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from icesink.config import Config
 from icesink.model import PartitionRange
+
+if TYPE_CHECKING:  # not at run time: the Python tasks import this module, and the config pydantic
+    from icesink.config import Config
 
 log = logging.getLogger(__name__)
 

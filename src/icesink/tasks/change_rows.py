@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from icesink.config import WriteMode
+from icesink.modes import WriteMode
 
 OP = "__icesink_op"
 INSERT, UPDATE, DELETE = "I", "U", "D"

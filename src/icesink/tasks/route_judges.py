@@ -22,8 +22,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from icesink.config import Unmatched
 from icesink.model import TableRef
+from icesink.modes import Unmatched
 from icesink.routing import Route
 from icesink.tasks.dead_letters import Letter, json_problem
 from icesink.tasks.decode_avro import AvroRows, DirectAvro

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 
-from icesink.config import S3Config
+if TYPE_CHECKING:  # a task needs none of the config (icesink/modes.py says why)
+    from icesink.config import S3Config
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from icesink.config import WriteMode
 from icesink.model import WrittenFile
+from icesink.modes import WriteMode
 from icesink.schema.partitioning import PartitionField
 from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, change_problems, key_fingerprints, operation_codes
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter
