@@ -179,6 +179,8 @@ def test_tables_kept_between_batches_and_changed_by_others_before_the_next_plan(
     )
     first = run_cli(config)  # batch 0 creates the tables, batch 1: two small files in each
     assert first.returncode == 0, first.stderr[-3000:]
+    made = re.findall(r"batch 1 timings: .*; (\d+) catalog request", first.stderr)
+    assert made == ["1"], "batch 1: planned on the tables as batch 0 created and committed them, no load"
     carts, views, clicks = (scenario.table(n) for n in names)
 
     for t in topics:

@@ -51,8 +51,8 @@ def test_forgotten_tables_are_loaded_again(clock: list[float]) -> None:
 
 
 def test_a_table_committed_together_but_not_the_one_kept_is_forgotten(clock: list[float]) -> None:
-    """A table created in the batch (or loaded again meanwhile) is not the object kept: nothing is
-    set on it, and the next batch loads it."""
+    """A table loaded again meanwhile, or never heard of, is not the object kept: nothing is set on
+    it, and the next batch loads it."""
     kept = KeptTables(30.0)
     kept.heard(A, object())
     kept.committed_together(A, object(), metadata=None, snapshot_id=1)

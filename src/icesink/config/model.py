@@ -150,7 +150,7 @@ class CatalogConfig(Section):
     keep_tables_s: float = Field(
         30.0,
         ge=0,
-        description="plan a table's next batch on the table as the catalog last served it (its load or its "
+        description="plan a table's next batch on the table as the catalog last served it (its load, creation or "
         "commit's answer) for this long instead of loading it each batch; a table another writer moved meanwhile "
         "is refused at commit as always; 0: load every table every batch",
     )

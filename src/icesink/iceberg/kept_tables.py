@@ -3,10 +3,10 @@
 A batch of 200 tables loaded each of them first (a request each, in which the catalog reads and
 serves the table's whole metadata), only to find the snapshot the job itself committed a batch
 before. A table is kept for `catalog.keep_tables_s` after the job last heard of it from the
-catalog: its load, or the answer to its commit (which is the table as the catalog holds it then).
-A table committed in one multi-table request is kept as the request made it (its metadata as
-staged, the batch's snapshot current), its age still that of its load: that answer carries no
-metadata.
+catalog: its load, its creation, or the answer to its commit (each the table as the catalog holds
+it then). A table committed in one multi-table request is kept as the request made it (its
+metadata as staged, the batch's snapshot current), its age still that of its load or creation:
+that answer carries no metadata.
 
 Nothing here can add or lose a record. A table kept while another writer moved it is a table that
 moved after the batch was planned, as when it moves during a batch: the multi-table request's
@@ -56,7 +56,7 @@ class KeptTables:
             return kept[0]
 
     def heard(self, ref: TableRef, table: JavaObject) -> None:
-        """The table as the catalog just served it: loaded, or the answer to its commit."""
+        """The table as the catalog just served it: loaded, created, or the answer to its commit."""
         if self._keep_s > 0:
             with self._lock:
                 self._tables[ref] = (table, time.monotonic())

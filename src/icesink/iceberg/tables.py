@@ -125,6 +125,7 @@ class IcebergCatalog:
                 if not (identifiers and self._without_identifiers(ref, key_columns, e)):
                     raise
                 return self.create(ref, schema, properties, partition_by, key_columns, sort_by, location)
+            self.kept.heard(ref, table)  # the catalog's answer to the create: the table as it holds it
             log.info(
                 "created table %s (format v2) with %d columns%s%s", ref, len(schema.fields),
                 f", key {list(key_columns)}" if key_columns else "",
