@@ -173,7 +173,7 @@ def test_tables_kept_between_batches_and_changed_by_others_before_the_next_plan(
     names = ["carts", "views", "clicks"]
     ledger = Ledger()
     topics = topics_of(scenario, ledger, names, 40)
-    # Kept for longer than the test takes on a slow machine: the age counts from the load.
+    # Kept for longer than the test takes on a slow machine: the age counts from the load (or creation).
     config = scenario.write_config(
         tmp_path / "job.yaml", **{"kafka.max_offsets_per_trigger": 60, "catalog.keep_tables_s": 600}
     )

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from icesink.config import Unmatched, WriteMode
+from icesink.config import UnknownTables, Unmatched, WriteMode
+from icesink.modes import UnknownTables as TaskUnknownTables
 from icesink.modes import Unmatched as TaskUnmatched
 from icesink.modes import WriteMode as TaskWriteMode
 
@@ -28,7 +29,10 @@ def test_the_tasks_modules_import_no_config() -> None:
     assert done.stdout.split() == [], f"a task's import pulls in {done.stdout.strip()}"
 
 
-@pytest.mark.parametrize(("config", "task"), [(WriteMode, TaskWriteMode), (Unmatched, TaskUnmatched)])
+@pytest.mark.parametrize(
+    ("config", "task"),
+    [(WriteMode, TaskWriteMode), (Unmatched, TaskUnmatched), (UnknownTables, TaskUnknownTables)],
+)
 def test_the_config_and_the_tasks_share_one_enum(config: type, task: type) -> None:
     # A plan pickles the member by its class's module: icesink.modes, which needs no pydantic.
     assert config is task

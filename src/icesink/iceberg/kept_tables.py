@@ -63,7 +63,8 @@ class KeptTables:
 
     def committed_together(self, ref: TableRef, table: JavaObject, metadata: JavaObject, snapshot_id: int) -> None:
         """`table` committed in a multi-table request as `metadata` (the transaction's, holding
-        `snapshot_id`): kept so, with the age of its load; forgotten when that cannot be set."""
+        `snapshot_id`): kept so, with the age of its load or creation; forgotten when that cannot be
+        set."""
         with self._lock:
             kept = self._tables.get(ref)
             if kept is None or kept[0] is not table:

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from icesink.model import PartitionRange
 
-if TYPE_CHECKING:  # not at run time: the Python tasks import this module, and the config pydantic
+if TYPE_CHECKING:  # not at run time: the Python tasks import this module (the config is pydantic)
     from icesink.config import Config
 
 log = logging.getLogger(__name__)

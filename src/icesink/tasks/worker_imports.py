@@ -43,7 +43,7 @@ def keep_zip_directories() -> None:
 
 def freeze_imports() -> None:
     """At the start of a worker process's first tasks: moves every object alive then (the modules
-    the writer imported: pyarrow, pandas, pydantic, pyspark, ~90,000 objects) out of the garbage
+    the writer imported: pyarrow, pandas, pyspark, ~90,000 objects) out of the garbage
     collector's reach. PySpark's daemon runs a full `gc.collect()` after every task of a reused
     worker, and traversing those objects took 42-44 ms of CPU per task (under 0.1 ms once frozen): a
     batch of 50 small tables runs ~100 tasks. Frozen objects are still freed by reference counting;
