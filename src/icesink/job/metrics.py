@@ -124,7 +124,7 @@ class JobMetrics:
         gauge.setValue(value)
 
     def batch_committed(self, timings: BatchTimings, commit: LastCommit, dead_letters: TableRef) -> None:
-        self._count("batches", 1)
+        # The batch's count last: a scrape that sees it counted sees its other figures too.
         self._count("records_read", timings.records)
         self._set("batch_seconds", round(timings.total, 3))
         self._set("commit_seconds", round(timings.steps.get("commit", 0.0), 3))
@@ -134,6 +134,7 @@ class JobMetrics:
             else:
                 self._count("rows_committed", r.records)
                 self._count(f"table.{metric_part(str(r.table))}.rows", r.records)
+        self._count("batches", 1)
 
     def maintained(self, run: MaintenanceRun) -> None:
         """A maintenance run of the job (job/maintainer.py)."""
@@ -141,10 +142,11 @@ class JobMetrics:
         if run.result is None:
             self._count("maintenance_failures", 1)
             return
-        self._count("maintenance_runs", 1)
+        # The run's count last: a scrape that sees it counted sees its gauges too.
         self._set("maintenance_seconds", round(run.seconds, 3))
-        self._count("maintenance_removed_delete_files", run.result.removed_delete_files)
         self._set(f"table.{table}.live_delete_files", run.result.live_delete_files)
+        self._count("maintenance_removed_delete_files", run.result.removed_delete_files)
+        self._count("maintenance_runs", 1)
 
     def lag(self, lags: Mapping[TopicPartition, int]) -> None:
         for tp, n in lags.items():
