@@ -3,6 +3,7 @@ metrics system, source `icesink`) after a batch, from `icesink run` as users run
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 
@@ -56,6 +57,9 @@ def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(
     finally:
         finish(job, log, 120)
     assert job.returncode == 0, tail(log)
+    # Its Python workers were started while the first batch was planned (job.warm_up_workers), and
+    # that job's tasks held the cores before the batch's: done before any batch was committed.
+    assert re.search(r"\d+ Python worker\(s\) warmed up in", log.read_text()), tail(log)
     assert seen["records_read_Count"] == 32
     assert seen["rows_committed_Count"] == 30
     assert seen[name] == 30

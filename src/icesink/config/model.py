@@ -52,6 +52,12 @@ class JobConfig(Section):
         description="how long a batch is run again while the catalog, S3, the registry or Kafka is "
         "unreachable (backing off up to 30 s) before the job fails; 0 fails at once",
     )
+    warm_up_workers: bool = Field(
+        True,
+        description="start the Python workers and their imports (~1.5 s each on 2 cores) in a Spark job of "
+        "their own while the first batch is planned, so its tasks do not wait for them; false: the first "
+        "batch's tasks start them",
+    )
 
     @field_validator("checkpoint_location")
     @classmethod

@@ -37,6 +37,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from icesink.job.session import build_session
 
     spark = build_session(config)
+    if config.job.warm_up_workers:
+        from icesink.job import warm_up
+
+        warm_up.start(spark)
     job = Job(spark, config)
     stop = stopping.StopSignals()
     stopping.install(stop, spark)
