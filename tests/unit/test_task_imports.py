@@ -23,22 +23,30 @@ from icesink.tasks.files import WriteTask
 from icesink.tasks.storage import StorageSettings
 from icesink.tasks.table_out import DirectTable
 
-_PROBE = """
+# The last line of each probe: what of the config the process holds.
+_HELD = """
+print(" ".join(sorted(m for m in sys.modules if m == "pydantic" or m == "yaml" or m.startswith("icesink.config"))))
+"""
+_PROBE = (
+    """
 import importlib, pkgutil, sys
 import pyspark.worker  # what PySpark's worker holds before it unpickles a task
 import icesink.tasks
 for m in pkgutil.iter_modules(icesink.tasks.__path__):
     importlib.import_module("icesink.tasks." + m.name)
-print(" ".join(sorted(m for m in sys.modules if m == "pydantic" or m == "yaml" or m.startswith("icesink.config"))))
 """
+    + _HELD
+)
 
 
-_UNPICKLE = """
+_UNPICKLE = (
+    """
 import pickle, sys
 import pyspark.worker
 table = pickle.loads(sys.stdin.buffer.read())
-print(" ".join(sorted(m for m in sys.modules if m == "pydantic" or m == "yaml" or m.startswith("icesink.config"))))
 """
+    + _HELD
+)
 
 
 def test_the_tasks_modules_import_no_config() -> None:
