@@ -437,8 +437,8 @@ def test_a_key_with_changes_in_two_tasks_partitions_is_written_by_one_task_a_bad
     said = [r.getMessage() for r in caplog.records]
     assert not [m for m in said if "its records go through Spark's decoder" in m], said
     [again] = [m for m in said if "writes them again, in one task" in m]
-    assert "split" in again, again
-    assert "_bad" not in again, again
+    # The message's list of tables, compared whole: the names carry a random hex tag that may spell "bad".
+    assert f"({scenario.namespace}.{scenario.topic('split')})" in again, again
     state, count = table_state(spark, scenario.table("split"))
     assert count == len(state), "key 1 once"
     assert state == oracle(filler + ones)
