@@ -17,23 +17,50 @@ log = logging.getLogger(__name__)
 JOB_GROUP = "icesink-warm-up"
 
 
-def start(spark: SparkSession) -> threading.Thread:
-    """Starts the warm-up on a daemon thread and returns the thread."""
-    thread = threading.Thread(target=_warm_up, args=(spark,), name="icesink-warm-up", daemon=True)
-    thread.start()
-    return thread
+class WarmUp:
+    """The warm-up's Spark job on its daemon thread; `stop` cancels it if the job ended first."""
 
+    def __init__(self, spark: SparkSession) -> None:
+        self._spark = spark
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._warm_up, name="icesink-warm-up", daemon=True)
 
-def _warm_up(spark: SparkSession) -> None:
-    from icesink.tasks.warm_up import WARM_UP_DDL, warm_fn
+    def start(self) -> WarmUp:
+        self._thread.start()
+        return self
 
-    started = time.monotonic()
-    try:
-        sc = spark.sparkContext
-        sc.setJobGroup(JOB_GROUP, "icesink: Python workers' imports before the first batch", interruptOnCancel=False)
-        n = sc.defaultParallelism
-        rows = spark.range(0, n, 1, n).mapInArrow(warm_fn, WARM_UP_DDL).collect()
-    except Exception as e:  # the session stopped first, or the workers cannot start: the batch will say
-        log.info("Python workers not warmed up (%s)", str(e).splitlines()[0] if str(e) else type(e).__name__)
-        return
-    log.info("%d Python worker(s) warmed up in %.2fs", len({r.pid for r in rows}), time.monotonic() - started)
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Cancels the warm-up's tasks when the job ends before them (an available-now run with
+        little to do): left running, they die with the session and Spark logs each as a crashed
+        Python worker, with a stack trace, at the end of a run that went well."""
+        self._stopping.set()
+        deadline = time.monotonic() + timeout_s
+        # Cancelled again until the thread ends: a first cancel can come before the job's submission.
+        while self._thread.is_alive() and time.monotonic() < deadline:
+            try:
+                self._spark.sparkContext.cancelJobGroup(JOB_GROUP)
+            except Exception as e:  # the session already stopped (its tasks with it): nothing to cancel
+                log.debug("warm-up not cancelled: %s", e)
+                return
+            self._thread.join(0.5)
+
+    def _warm_up(self) -> None:
+        from icesink.tasks.warm_up import WARM_UP_DDL, warm_fn
+
+        started = time.monotonic()
+        try:
+            sc = self._spark.sparkContext
+            sc.setJobGroup(JOB_GROUP, "icesink: Python workers' imports before the first batch", False)
+            n = sc.defaultParallelism
+            rows = self._spark.range(0, n, 1, n).mapInArrow(warm_fn, WARM_UP_DDL).collect()
+        except Exception as e:  # the session stopped first, or the workers cannot start: the batch will say
+            if self._stopping.is_set():
+                log.debug("Python workers' warm-up cancelled: the job ended first")
+            else:
+                log.info("Python workers not warmed up (%s)", str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return
+        log.info("%d Python worker(s) warmed up in %.2fs", len({r.pid for r in rows}), time.monotonic() - started)

@@ -35,12 +35,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from icesink.job import stopping
     from icesink.job.query import Job  # pyspark loads only for commands that need it
     from icesink.job.session import build_session
+    from icesink.job.warm_up import WarmUp
 
     spark = build_session(config)
-    if config.job.warm_up_workers:
-        from icesink.job import warm_up
-
-        warm_up.start(spark)
+    warming = WarmUp(spark).start() if config.job.warm_up_workers else None
     job = Job(spark, config)
     stop = stopping.StopSignals()
     stopping.install(stop, spark)
@@ -58,6 +56,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 f"{config.job.checkpoint_location} aside and starting again adds no duplicate."
             )
         raise JobFailedError(message) from None
+    finally:
+        if warming is not None:
+            warming.stop()
     if stop.requested.is_set():
         print(f"icesink: stopped by {stop.name}; {_last_commit(job.handler.last_commit)}", file=sys.stderr)
     return 0
