@@ -57,9 +57,12 @@ def test_the_prometheus_endpoint_serves_the_jobs_metrics_after_a_batch(
     finally:
         finish(job, log, 120)
     assert job.returncode == 0, tail(log)
-    # Its Python workers were started while the first batch was planned (job.warm_up_workers), and
-    # that job's tasks held the cores before the batch's: done before any batch was committed.
-    assert re.search(r"\d+ Python worker\(s\) warmed up in", log.read_text()), tail(log)
+    # Its Python workers were started while the first batch was planned (job.warm_up), and
+    # that job's tasks held the cores before the batch's: done before any batch was committed; its
+    # driver JVM ran Iceberg's commit path once beside them.
+    said = log.read_text()
+    assert re.search(r"\d+ Python worker\(s\) warmed up in", said), tail(log)
+    assert re.search(r"driver JVM warmed up in [0-9.]+s \(S3 client, Iceberg's commit path\)", said), tail(log)
     assert seen["records_read_Count"] == 32
     assert seen["rows_committed_Count"] == 30
     assert seen[name] == 30

@@ -12,7 +12,7 @@ from icesink.job.warm_up import JOB_GROUP, WarmUp
 def test_a_warm_up_stopped_at_once_leaves_no_task_running(spark: SparkSession) -> None:
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup(JOB_GROUP))
-    warming = WarmUp(spark).start()
+    warming = WarmUp(spark, "no_such_catalog").start()  # the driver's part fails and is logged
     warming.stop()
 
     assert not warming.running, "the thread ended with its Spark job"

@@ -52,11 +52,12 @@ class JobConfig(Section):
         description="how long a batch is run again while the catalog, S3, the registry or Kafka is "
         "unreachable (backing off up to 30 s) before the job fails; 0 fails at once",
     )
-    warm_up_workers: bool = Field(
+    warm_up: bool = Field(
         True,
-        description="start the Python workers and their imports (~1.5 s each on 2 cores) in a Spark job of "
-        "their own while the first batch is planned, so its tasks do not wait for them; false: the first "
-        "batch's tasks start them",
+        description="while the first batch is planned, start the Python workers with their imports (~1.5 s "
+        "each on 2 cores) in a Spark job of their own, and run Iceberg's commit path once in the driver's "
+        "JVM on a throwaway in-memory table (its S3 client, ~3 s of first use): the first batch waits for "
+        "neither; false: the first batch pays both",
     )
 
     @field_validator("checkpoint_location")

@@ -1,8 +1,9 @@
-"""The Python workers started, with their imports (tasks/warm_up.py), while the job's first batch
-is planned: a Spark job of one task per core on a thread of its own, in a job group of its own
-(so no batch counts it). A first batch's tasks otherwise wait for their worker's imports after
-the batch's planning; with it, they run on the workers it left (PySpark reuses a worker). It
-never fails the job: a warm-up that fails says so and the batch starts its workers itself."""
+"""What a job's first batch would otherwise pay for the first time, done while it is planned:
+the Python workers started with their imports (tasks/warm_up.py), by a Spark job of one task per
+core on a thread of its own, in a job group of its own (so no batch counts it), whose workers the
+batch's tasks then run on (PySpark reuses a worker); and, on another thread, the driver JVM's first
+commit (iceberg/warm_up.py: the S3 client, Iceberg's commit path on a throwaway in-memory table).
+It never fails the job: a warm-up that fails says so and the batch pays the cost itself."""
 
 from __future__ import annotations
 
@@ -20,18 +21,21 @@ JOB_GROUP = "icesink-warm-up"
 class WarmUp:
     """The warm-up's Spark job on its daemon thread; `stop` cancels it if the job ended first."""
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(self, spark: SparkSession, catalog_name: str) -> None:
         self._spark = spark
+        self._catalog_name = catalog_name
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._warm_up, name="icesink-warm-up", daemon=True)
+        self._driver = threading.Thread(target=self._warm_driver, name="icesink-warm-up-driver", daemon=True)
 
     def start(self) -> WarmUp:
         self._thread.start()
+        self._driver.start()
         return self
 
     @property
     def running(self) -> bool:
-        return self._thread.is_alive()
+        return self._thread.is_alive() or self._driver.is_alive()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Cancels the warm-up's tasks when the job ends before them (an available-now run with
@@ -47,6 +51,8 @@ class WarmUp:
                 log.debug("warm-up not cancelled: %s", e)
                 return
             self._thread.join(0.5)
+        # Work in the driver's JVM alone (no task to cancel), a few seconds at most.
+        self._driver.join(max(0.0, deadline - time.monotonic()))
 
     def _warm_up(self) -> None:
         from icesink.tasks.warm_up import WARM_UP_DDL, warm_fn
@@ -64,3 +70,15 @@ class WarmUp:
                 log.info("Python workers not warmed up (%s)", str(e).splitlines()[0] if str(e) else type(e).__name__)
             return
         log.info("%d Python worker(s) warmed up in %.2fs", len({r.pid for r in rows}), time.monotonic() - started)
+
+    def _warm_driver(self) -> None:
+        from icesink.iceberg.warm_up import warm_driver
+
+        started = time.monotonic()
+        try:
+            done = warm_driver(self._spark, self._catalog_name)
+        except Exception as e:  # an API this Iceberg lacks, or the session stopped: the first commit pays
+            if not self._stopping.is_set():
+                log.info("driver JVM not warmed up (%s)", str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return
+        log.info("driver JVM warmed up in %.2fs (%s)", time.monotonic() - started, ", ".join(done))

@@ -38,7 +38,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from icesink.job.warm_up import WarmUp
 
     spark = build_session(config)
-    warming = WarmUp(spark).start() if config.job.warm_up_workers else None
+    warming = WarmUp(spark, config.catalog.name).start() if config.job.warm_up else None
     job = Job(spark, config)
     stop = stopping.StopSignals()
     stopping.install(stop, spark)
