@@ -7,7 +7,6 @@ Iceberg's in-memory catalog. Nothing here reaches the catalog's tables or storag
 
 from __future__ import annotations
 
-import logging
 import uuid
 
 import pyarrow as pa
@@ -15,11 +14,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from icesink.iceberg.file_descriptions import Described
-from icesink.iceberg.jvm import JavaObject, jsession, jvm, string_array
+from icesink.iceberg.jvm import jsession, jvm, string_array
 from icesink.model import WrittenFile
 from icesink.tasks.parquet_files import footer_file
-
-log = logging.getLogger(__name__)
 
 
 def warm_driver(spark: SparkSession, catalog_name: str) -> list[str]:
@@ -74,8 +71,7 @@ def _commit_path(spark: SparkSession) -> None:
     transaction = table.newTransaction()
     deletes = described.equality_deletes(_file("deletes"), described.field_ids(["id"]))
     transaction.newRowDelta().addRows(described.data_file(_file("data"))).addDeletes(deletes).commit()
-    transaction.commitTransaction()
-    _drop(catalog, table)
+    transaction.commitTransaction()  # the catalog, its table and files go with their Java references
 
 
 def _file(content: str) -> WrittenFile:
@@ -84,11 +80,3 @@ def _file(content: str) -> WrittenFile:
     pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers)
     path = f"memory://warm-up/{uuid.uuid4().hex}.parquet"
     return WrittenFile(path, rows.num_rows, 1024, content, (), footer_file(footers[0]))
-
-
-def _drop(catalog: JavaObject, table: JavaObject) -> None:
-    try:
-        catalog.close()
-    except Exception as e:  # an in-memory catalog: nothing is left behind either way
-        log.debug("the warm-up's in-memory catalog not closed: %s", e)
-    del table

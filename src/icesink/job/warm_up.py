@@ -19,7 +19,8 @@ JOB_GROUP = "icesink-warm-up"
 
 
 class WarmUp:
-    """The warm-up's Spark job on its daemon thread; `stop` cancels it if the job ended first."""
+    """The workers' Spark job and the driver's commit path, each on a daemon thread; `stop` cancels
+    the Spark job (and waits a little for the driver's part) if the job ended first."""
 
     def __init__(self, spark: SparkSession, catalog_name: str) -> None:
         self._spark = spark
@@ -67,7 +68,7 @@ class WarmUp:
             if self._stopping.is_set():
                 log.debug("Python workers' warm-up cancelled: the job ended first")
             else:
-                log.info("Python workers not warmed up (%s)", str(e).splitlines()[0] if str(e) else type(e).__name__)
+                log.info("Python workers not warmed up (%s)", _first_line(e))
             return
         log.info("%d Python worker(s) warmed up in %.2fs", len({r.pid for r in rows}), time.monotonic() - started)
 
@@ -79,6 +80,10 @@ class WarmUp:
             done = warm_driver(self._spark, self._catalog_name)
         except Exception as e:  # an API this Iceberg lacks, or the session stopped: the first commit pays
             if not self._stopping.is_set():
-                log.info("driver JVM not warmed up (%s)", str(e).splitlines()[0] if str(e) else type(e).__name__)
+                log.info("driver JVM not warmed up (%s)", _first_line(e))
             return
         log.info("driver JVM warmed up in %.2fs (%s)", time.monotonic() - started, ", ".join(done))
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
