@@ -134,3 +134,10 @@ class UnsupportedSparkError(IcesinkError):
 class BatchAbandonedError(IcesinkError):
     """The job was asked to stop (SIGTERM, Ctrl-C) before this batch committed anything: Spark
     replays it on the next run. The job stops with exit code 0, not as a failure."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of `e`'s message (a Java exception's runs on with its stack), or its class's
+    name when it has none: what a log line that goes on says of a failure."""
+    text = str(e)
+    return text.splitlines()[0] if text else type(e).__name__

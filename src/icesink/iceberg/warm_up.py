@@ -67,16 +67,21 @@ def _commit_path(spark: SparkSession) -> None:
         ice.catalog.TableIdentifier.of(namespace, "t"), schema, ice.PartitionSpec.unpartitioned(), properties
     )
     described = Described(spark, table)
-    table.newAppend().appendFile(described.data_file(_file("data"))).commit()
+    footer = _footer()
+    table.newAppend().appendFile(described.data_file(_file("data", footer))).commit()
     transaction = table.newTransaction()
-    deletes = described.equality_deletes(_file("deletes"), described.field_ids(["id"]))
-    transaction.newRowDelta().addRows(described.data_file(_file("data"))).addDeletes(deletes).commit()
+    deletes = described.equality_deletes(_file("deletes", footer), described.field_ids(["id"]))
+    transaction.newRowDelta().addRows(described.data_file(_file("data", footer))).addDeletes(deletes).commit()
     transaction.commitTransaction()  # the catalog, its table and files go with their Java references
 
 
-def _file(content: str) -> WrittenFile:
-    rows = pa.table({"id": pa.array([1], pa.int64()), "name": pa.array(["a"])})
+def _footer() -> bytes:
+    """The footer of a one-row file of the table's columns, as a writer sends it along."""
     footers: list[pq.FileMetaData] = []
+    rows = pa.table({"id": pa.array([1], pa.int64()), "name": pa.array(["a"])})
     pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers)
-    path = f"memory://warm-up/{uuid.uuid4().hex}.parquet"
-    return WrittenFile(path, rows.num_rows, 1024, content, (), footer_file(footers[0]))
+    return footer_file(footers[0])
+
+
+def _file(content: str, footer: bytes) -> WrittenFile:
+    return WrittenFile(f"memory://warm-up/{uuid.uuid4().hex}.parquet", 1, 1024, content, (), footer)

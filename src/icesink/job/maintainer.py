@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from icesink.config import Config
+from icesink.errors import first_line
 from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult
 from icesink.iceberg.jvm import JavaObject
@@ -178,7 +179,7 @@ class Maintainer:
             )  # fmt: skip
         except Exception as e:
             self._changed(ref)
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            first = first_line(e)
             log.warning("maintenance of %s failed (the job goes on; tried again after %d s): %s",
                         ref, self._config.maintenance.min_interval_s, first)  # fmt: skip
             return MaintenanceRun(ref, reason, None, first, time.monotonic() - started)

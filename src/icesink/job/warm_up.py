@@ -13,6 +13,8 @@ import time
 
 from pyspark.sql import SparkSession
 
+from icesink.errors import first_line
+
 log = logging.getLogger(__name__)
 
 JOB_GROUP = "icesink-warm-up"
@@ -68,7 +70,7 @@ class WarmUp:
             if self._stopping.is_set():
                 log.debug("Python workers' warm-up cancelled: the job ended first")
             else:
-                log.info("Python workers not warmed up (%s)", _first_line(e))
+                log.info("Python workers not warmed up (%s)", first_line(e))
             return
         log.info("%d Python worker(s) warmed up in %.2fs", len({r.pid for r in rows}), time.monotonic() - started)
 
@@ -80,10 +82,6 @@ class WarmUp:
             done = warm_driver(self._spark, self._catalog_name)
         except Exception as e:  # an API this Iceberg lacks, or the session stopped: the first commit pays
             if not self._stopping.is_set():
-                log.info("driver JVM not warmed up (%s)", _first_line(e))
+                log.info("driver JVM not warmed up (%s)", first_line(e))
             return
         log.info("driver JVM warmed up in %.2fs (%s)", time.monotonic() - started, ", ".join(done))
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
