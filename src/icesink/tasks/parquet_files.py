@@ -163,7 +163,8 @@ def split_by_partition(table: pa.Table, columns: int) -> Iterator[tuple[tuple[st
 
 
 # A task's open files are closed this many at a time: closing a small file is its one PUT to object
-# storage, a round trip each (a bucket(16) changelog batch is 32 files: 0.7 s one after another).
+# storage (tasks/storage.py), a round trip each (a bucket(16) changelog batch is 32 files: 0.7 s one
+# after another).
 CLOSING_THREADS = 8
 
 
