@@ -35,12 +35,12 @@ def storage() -> StorageSettings:
     )  # fmt: skip
 
 
-def written(bucket: str, rows: pa.Table) -> tuple[RollingWriter, str]:
-    """A task's writer of one data file into `bucket`, `rows` written, not closed; and its folder."""
+def written(bucket: str, rows: pa.Table) -> RollingWriter:
+    """A task's writer of one data file into `bucket`, `rows` written, not closed."""
     fs, folder = storage().filesystem_for(f"s3://{bucket}/it-task-storage/{uuid.uuid4().hex}/data/")
     writer = RollingWriter(Options(), rows.schema, DATA, fs, folder, partition_id=0)
     writer.write(rows, ())
-    return writer, folder
+    return writer
 
 
 def etag(path: str) -> str:
@@ -62,7 +62,7 @@ def read_back(path: str) -> pa.Table:
 
 def test_a_small_file_is_one_upload_at_its_close() -> None:
     rows = pa.table({"id": pa.array(range(1_000), pa.int64()), "name": [f"row-{i}" for i in range(1_000)]})
-    writer, _ = written(BUCKET, rows)
+    writer = written(BUCKET, rows)
     writer.close()
     [f] = writer.done
     assert read_back(f.path).equals(rows)
@@ -74,7 +74,7 @@ def test_a_small_file_is_one_upload_at_its_close() -> None:
 def test_a_file_larger_than_a_part_is_uploaded_whole() -> None:
     noise = np.random.default_rng(7).integers(0, 2**63, size=2_000_000, dtype=np.int64)  # 16 MB, incompressible
     rows = pa.table({"v": noise})
-    writer, _ = written(BUCKET, rows)
+    writer = written(BUCKET, rows)
     writer.close()
     [f] = writer.done
     assert f.file_size > 10 * 2**20
@@ -85,7 +85,7 @@ def test_a_file_larger_than_a_part_is_uploaded_whole() -> None:
 def test_a_missing_bucket_fails_the_close_naming_the_object() -> None:
     missing = f"icesink-missing-{uuid.uuid4().hex[:12]}"
     rows = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
-    writer, _ = written(missing, rows)  # the open is deferred: nothing fails yet
+    writer = written(missing, rows)  # the open is deferred: nothing fails yet
     closer = Closer()
     closer.submit([writer])
     with pytest.raises(OSError, match=missing):
