@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -14,49 +13,42 @@ import pyarrow.parquet as pq
 import pytest
 
 from dev.kit.endpoints import S3_ENDPOINT
+from dev.kit.oracle import s3_filesystem
+from icesink.tasks.files import WriteTask
 from icesink.tasks.parquet_files import DATA, Closer, RollingWriter
 from icesink.tasks.storage import StorageSettings
 
 BUCKET = "warehouse"  # the stack's (dev/stack)
 
 
-@dataclass(frozen=True)
-class Options:
-    file_prefix: str = "00000-q-00000001"
-    target_file_size: int = 512 * 2**20
-    compression: str = "zstd"
-    compression_level: int = 1
-
-
-def storage() -> StorageSettings:
-    return StorageSettings(
-        endpoint=S3_ENDPOINT, access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-    )  # fmt: skip
-
-
 def written(bucket: str, rows: pa.Table) -> RollingWriter:
-    """A task's writer of one data file into `bucket`, `rows` written, not closed."""
-    fs, folder = storage().filesystem_for(f"s3://{bucket}/it-task-storage/{uuid.uuid4().hex}/data/")
-    writer = RollingWriter(Options(), rows.schema, DATA, fs, folder, partition_id=0)
+    """A task's writer of one data file into `bucket` (its filesystem as tasks/files.py gets it),
+    `rows` written, not closed."""
+    task = WriteTask(
+        table="ns.t", arrow_schema=rows.schema, data_location=f"s3://{bucket}/it-task-storage/{uuid.uuid4().hex}/",
+        file_prefix="q-00000001", target_file_size=512 * 2**20,
+        storage=StorageSettings(
+            endpoint=S3_ENDPOINT, access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+            secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        ),
+    )  # fmt: skip
+    fs, folder = task.storage.filesystem_for(task.data_location)
+    writer = RollingWriter(task, rows.schema, DATA, fs, folder, partition_id=0)
     writer.write(rows, ())
     return writer
 
 
 def etag(path: str) -> str:
-    fs, key = storage().filesystem_for(f"s3://{path}")
-    with fs.open_input_file(key) as f:
+    with s3_filesystem().open_input_file(path) as f:
         return bytes(f.metadata()["ETag"]).decode().strip('"')
 
 
 def size(path: str) -> int:
-    fs, key = storage().filesystem_for(f"s3://{path}")
-    return int(fs.get_file_info(key).size)
+    return int(s3_filesystem().get_file_info(path).size)
 
 
 def read_back(path: str) -> pa.Table:
-    fs, key = storage().filesystem_for(f"s3://{path}")
-    with fs.open_input_file(key) as f:
+    with s3_filesystem().open_input_file(path) as f:
         return pq.read_table(f)
 
 
