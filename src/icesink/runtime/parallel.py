@@ -64,7 +64,8 @@ class TablePool:
             return out
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=self.parallelism, thread_name_prefix="icesink-table")
-        futures = {self._executor.submit(self._in_pool(fn), item): i for i, item in enumerate(items)}
+        run = self._in_pool(fn)  # once per call: the properties' copy is py4j calls, not per item
+        futures = {self._executor.submit(run, item): i for i, item in enumerate(items)}
         results: dict[int, R] = {}
         errors: dict[int, BaseException] = {}
         try:
