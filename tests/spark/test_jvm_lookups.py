@@ -43,3 +43,21 @@ def test_a_capitalised_name_that_was_no_class_yet_is_not_kept(jvm) -> None:  # t
     java_import(jvm, "java.util.ArrayDeque")
     assert isinstance(jvm.ArrayDeque, JavaClass)
     assert jvm.ArrayDeque().isEmpty() is True
+
+
+def test_a_class_s_static_methods_and_nested_classes_are_kept_its_fields_read_each_time(jvm) -> None:  # type: ignore[no-untyped-def]
+    functions = jvm.org.apache.spark.sql.functions
+    lit = functions.lit
+    assert functions.lit is lit  # kept: asked of the JVM once
+    assert lit(7).toString() == "7"
+    assert functions.lit("y").toString() == "'y'"
+    entry = jvm.java.util.AbstractMap.SimpleEntry  # a nested class, itself keeping its members
+    assert isinstance(entry, JavaClass)
+    assert jvm.java.util.AbstractMap.SimpleEntry is entry
+    assert entry("k", 1).getKey() == "k"
+    integer = jvm.java.lang.Integer
+    assert integer.MAX_VALUE == 2**31 - 1
+    assert "MAX_VALUE" not in vars(integer), "a static field's value is read each time (it may change)"
+    with pytest.raises(Py4JError):
+        integer.noSuchMember  # noqa: B018
+    assert "noSuchMember" not in vars(integer)

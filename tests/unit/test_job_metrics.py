@@ -37,9 +37,17 @@ class _Registry:
 
     def __init__(self) -> None:
         self.touched: list[str] = []
+        self.registered: list[str] = []
+        self.counts: dict[str, int] = {}
 
     def counter(self, name: str) -> SimpleNamespace:
-        return SimpleNamespace(inc=lambda n: self.touched.append(name))
+        self.registered.append(name)
+
+        def inc(n: int) -> None:
+            self.touched.append(name)
+            self.counts[name] = self.counts.get(name, 0) + n
+
+        return SimpleNamespace(inc=inc)
 
     def register(self, name: str, gauge: SimpleNamespace) -> SimpleNamespace:
         return SimpleNamespace(setValue=lambda v: self.touched.append(name))
@@ -47,7 +55,7 @@ class _Registry:
 
 def _metrics() -> tuple[JobMetrics, _Registry]:
     metrics, registry = JobMetrics.__new__(JobMetrics), _Registry()
-    metrics._registry, metrics._gauges, metrics._lock = registry, {}, threading.Lock()
+    metrics._registry, metrics._gauges, metrics._counters, metrics._lock = registry, {}, {}, threading.Lock()
     metrics._codahale = SimpleNamespace(DefaultSettableGauge=lambda v: SimpleNamespace())
     return metrics, registry
 
@@ -68,3 +76,21 @@ def test_a_batch_is_counted_after_its_other_figures() -> None:
     metrics.batch_committed(timings, LastCommit(3, [rows], {}), TableRef("db", "dead_letters"))
     assert registry.touched[-1] == "batches"
     assert "table.db_t.rows" in registry.touched
+
+
+def test_a_batch_s_rows_are_counted_per_table_and_in_all_each_counter_registered_once() -> None:
+    metrics, registry = _metrics()
+    letters = TableRef("db", "dead_letters")
+    for batch in (1, 2):
+        timings = BatchTimings(batch_id=batch, records=16, steps={}, total=1.0)
+        results = [
+            CommitResult(TableRef("db", "a"), snapshot_id=batch, files=1, records=10),
+            CommitResult(TableRef("db", "b"), snapshot_id=batch, files=1, records=5),
+            CommitResult(letters, snapshot_id=batch, files=1, records=1),
+        ]
+        metrics.batch_committed(timings, LastCommit(batch, results, {}), letters)
+    assert registry.counts == {
+        "records_read": 32, "table.db_a.rows": 20, "table.db_b.rows": 10, "rows_committed": 30, "dead_letters": 2,
+        "batches": 2,
+    }  # fmt: skip
+    assert sorted(registry.registered) == sorted(registry.counts), "each counter asked of the registry once"

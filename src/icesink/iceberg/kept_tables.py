@@ -43,6 +43,9 @@ class KeptTables:
         self._tables: dict[TableRef, tuple[JavaObject, float]] = {}  # the table, when the catalog said it
         self._lock = threading.Lock()  # the per-table steps and the maintenance thread share it
         self._settable = True  # whether RESTTableOperations' metadata can be set (said once if not)
+        # That field, opened once (finding it is four py4j calls; Java's Field.set refuses an
+        # object of another class, which then reads as a release where it cannot be set).
+        self._current: JavaObject | None = None
 
     def get(self, ref: TableRef) -> JavaObject | None:
         """The table as kept, when the catalog said it less than `keep_s` ago."""
@@ -91,9 +94,11 @@ class KeptTables:
     def _as_committed(self, table: JavaObject, metadata: JavaObject, snapshot_id: int) -> bool:
         ops = table.operations()
         try:
-            field = declared_field(ops, _REST_OPS, "current")
+            field = self._current
             if field is None:
-                return False  # not a REST catalog's table: loaded each batch, as before
+                field = self._current = declared_field(ops, _REST_OPS, "current")
+                if field is None:
+                    return False  # not a REST catalog's table: loaded each batch, as before
             field.set(ops, metadata)
             current = table.currentSnapshot()
             if current is not None and int(current.snapshotId()) == snapshot_id:

@@ -9,19 +9,25 @@ Iceberg class it calls. A batch into 50 tables made 10,700 of these lookups, and
 steps run side by side they took 15 s of its threads' time (JFR: a third of the driver threads'
 CPU in the write step went to missed `Class.forName`); a one-table batch makes ~440.
 
-The answer for a name does not change while the JVM lives (a class stays that class), so the
-first one is kept as an attribute of the view or package object, where Python finds it without
-calling `__getattr__` again. Kept: classes; and packages, but only names that start with a
-lower-case letter (Java's package names). py4j answers "package" for any name it cannot resolve
-as a class, so a capitalised name it called a package may become a class after a later
-`java_import`; such an answer is not kept.
+A class's static members are the same: each `Class.method(...)` first asks the JVM what `method`
+is (py4j keeps nothing of a class between uses), then calls it. PySpark asks for each column
+function (`functions.col`), icesink for each per-table static (`TableIdentifier.parse`,
+`TableCommit.create`, `SchemaParser.toJson`): a batch into 200 tables asked ~1,000 times.
+
+The answer for a name does not change while the JVM lives (a class stays that class, a static
+method that method), so the first one is kept as an attribute of the view, package or class
+object, where Python finds it without calling `__getattr__` again. Kept: classes, a class's
+static methods and nested classes; and packages, but only names that start with a lower-case
+letter (Java's package names). py4j answers "package" for any name it cannot resolve as a class,
+so a capitalised name it called a package may become a class after a later `java_import`; such an
+answer is not kept. A static field's value is not kept either: it may change.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from py4j.java_gateway import JavaClass, JavaPackage, JVMView
+from py4j.java_gateway import JavaClass, JavaMember, JavaPackage, JVMView
 from pyspark.sql import SparkSession
 
 
@@ -31,10 +37,18 @@ def _keep(owner: Any, name: str, value: Any) -> Any:
             value.__class__ = _KeptPackage
         if not name[:1].islower():
             return value
-    elif not isinstance(value, JavaClass):
+    elif isinstance(value, JavaClass):
+        if type(value) is JavaClass:
+            value.__class__ = _KeptClass
+    elif not isinstance(value, JavaMember):  # a static field's value
         return value
     object.__setattr__(owner, name, value)
     return value
+
+
+class _KeptClass(JavaClass):  # type: ignore[misc]
+    def __getattr__(self, name: str) -> Any:
+        return _keep(self, name, JavaClass.__getattr__(self, name))
 
 
 class _KeptPackage(JavaPackage):  # type: ignore[misc]
