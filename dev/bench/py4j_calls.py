@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import atexit
 import collections
+import os
 import runpy
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from py4j import java_gateway
 
+import icesink
+
+# icesink's own files, wherever it is installed (a folder of the clone may be named icesink too).
+_PACKAGE = str(Path(icesink.__file__).parent) + os.sep
 _counts: collections.Counter[tuple[str, str]] = collections.Counter()
 _lock = threading.Lock()
 _send = java_gateway.GatewayClient.send_command
@@ -29,8 +35,8 @@ def _where() -> str:
     frame = sys._getframe(2)
     while frame is not None:
         name = frame.f_code.co_filename
-        if "/icesink/" in name and "/site-packages/" not in name:
-            return f"{name.split('/icesink/')[-1]}:{frame.f_code.co_name}:{frame.f_lineno}"
+        if name.startswith(_PACKAGE):
+            return f"{name[len(_PACKAGE) :]}:{frame.f_code.co_name}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return "(elsewhere)"
 
