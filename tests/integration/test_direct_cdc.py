@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.kafka import create_topics, end_offsets, produce_keyed
 from dev.kit.scenario import CATALOG, Scenario
-from icesink.batch import direct_tables
+from icesink.batch import write
 from icesink.iceberg import snapshot_offsets as codec
 from icesink.iceberg.tables import IcebergCatalog
 from icesink.job.query import Job
@@ -457,18 +457,25 @@ def test_a_key_with_changes_in_two_tasks_partitions_is_written_by_one_task_a_bad
     assert table_state(spark, scenario.table("split")) == (state, len(state)), "nothing read again"
 
 
-def test_more_changes_than_the_tasks_would_hold_go_sparks_way(
-    spark: SparkSession, scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("capped", [True, False])
+def test_more_changes_than_the_tasks_would_hold(
+    capped: bool, spark: SparkSession, scenario: Scenario, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A task holds every change it reads: a batch with more than Spark's path gives its tasks
-    (CHANGES_PER_TASK per core, 2 cores) is shuffled by key instead."""
-    monkeypatch.setattr(direct_tables, "CHANGES_PER_TASK", 10)
+    """A task holds every change it reads (CHANGES_PER_TASK per core, 2 cores, here 10 per core):
+    a batch with more, which only a job's own cap above that lets in, is shuffled by key instead;
+    without a cap of its own, the job reads no more than that a batch, every batch in one pass."""
+    monkeypatch.setattr(write, "CHANGES_PER_TASK", 10)
     topic = scenario.topic("many")
     create_topics(topic, partitions=2)
     changes = list(random_changes(30, 12, 2, seed=5, tombstones=False))
     produce_keyed(topic, avro_changes(topic, changes))
-    timings = run_job(spark, scenario)
-    assert ["direct" in t.steps for t in timings] == [False]
+    timings = run_job(spark, scenario, **({"kafka.max_offsets_per_trigger": 1_000} if capped else {}))
+    if capped:
+        assert ["direct" in t.steps for t in timings] == [False]
+    else:
+        assert len(timings) >= 2
+        assert all(t.records <= 20 for t in timings), [t.records for t in timings]
+        assert all("direct" in t.steps for t in timings)
     state, count = table_state(spark, scenario.table("many"))
     assert count == len(state)
     assert state == oracle(changes)

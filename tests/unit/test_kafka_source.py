@@ -5,6 +5,7 @@ import json
 from icesink.batch.plan import plan_table
 from icesink.batch.sources import own_ranges
 from icesink.config import parse_config
+from icesink.job.query import default_max_per_trigger
 from icesink.kafka.source import range_options, stream_options
 from icesink.model import PartitionRange, TableRef
 from icesink.model import TopicPartition as TP
@@ -47,6 +48,24 @@ def test_the_stream_reads_the_pattern_and_the_jobs_own_options_win() -> None:
     assert opts["maxOffsetsPerTrigger"] == "1000"
     assert opts["minOffsetsPerTrigger"] == "10"
     assert opts["kafka.security.protocol"] == "SSL"
+
+
+def test_without_a_cap_of_its_own_a_batch_reads_what_the_one_pass_tasks_hold() -> None:
+    unset = {**RAW, "kafka": {k: v for k, v in RAW["kafka"].items() if k != "max_offsets_per_trigger"}}
+    unset["kafka"]["options"] = {"kafka.security.protocol": "SSL"}
+    config = parse_config(unset, environ={})
+    # 250,000 changes a core: a Debezium snapshot's first batch is not the whole topic.
+    cap = default_max_per_trigger(config, parallelism=2)
+    assert cap == 500_000
+    assert stream_options(config, "earliest", cap)["maxOffsetsPerTrigger"] == "500000"
+    assert "maxOffsetsPerTrigger" not in stream_options(config, "earliest")
+    # The job's own cap wins, in its key or as Spark's option.
+    assert default_max_per_trigger(parse_config(RAW, environ={}), parallelism=2) is None
+    assert stream_options(parse_config(RAW, environ={}), "earliest", 7)["maxOffsetsPerTrigger"] == "1000"
+    unset["kafka"]["options"] = {"maxOffsetsPerTrigger": "30"}
+    spark_option = parse_config(unset, environ={})
+    assert default_max_per_trigger(spark_option, parallelism=2) is None
+    assert stream_options(spark_option, "earliest", None)["maxOffsetsPerTrigger"] == "30"
 
 
 def test_a_tables_own_ranges_start_where_it_holds_nothing_yet() -> None:

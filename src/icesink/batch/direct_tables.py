@@ -43,7 +43,7 @@ from icesink.batch.direct_routing import route_filter
 from icesink.batch.direct_shape import Shaping, shaped
 from icesink.batch.route import Targets
 from icesink.batch.work import partition_fields
-from icesink.batch.write import CHANGES_PER_TASK
+from icesink.batch.write import changes_budget
 from icesink.config import ValueFormat
 from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.decode_connect import DirectConnect
@@ -211,7 +211,7 @@ def split_direct(ctx: BatchContext, targets: Targets, todo: list[Item]) -> tuple
     found = ctx.tables.map(todo, lambda item: direct_item(ctx, targets, item))  # a new JSON table's sample: a job
     # A task holds every change it reads until it has them all: the tables of changes the job
     # takes hold no more than Spark's path would give its tasks (the others take that path).
-    budget = CHANGES_PER_TASK * ctx.spark.sparkContext.defaultParallelism
+    budget = changes_budget(ctx.spark.sparkContext.defaultParallelism)
     for i, d in enumerate(found):
         if d is not None and d.changes is not None:
             budget -= d.item[0].records

@@ -120,6 +120,13 @@ def _write_good(ctx: BatchContext, w: TableWork, parsed: DataFrame, batch_id: in
 CHANGES_PER_TASK = 250_000
 
 
+def changes_budget(parallelism: int) -> int:
+    """The changes a one-pass batch takes on `parallelism` cores (a task a core, each holding its
+    changes in memory: batch/direct_tables.split_direct); the job's batches default to this many
+    records, so a batch's changes fit them (job/query.py)."""
+    return CHANGES_PER_TASK * max(parallelism, 1)
+
+
 def writer_tasks(records: int, shuffle_partitions: int) -> int | None:
     """How many writer tasks a table's `records` changes go to. None: Spark's shuffle partitions,
     which adaptive execution coalesces for a small batch (one data and one delete file for 1,000

@@ -85,7 +85,14 @@ class KafkaConfig(Section):
         StartingFallback.EARLIEST,
         description="with starting_offsets: tables, where partitions that no table holds start (earliest or latest)",
     )
-    max_offsets_per_trigger: int | None = Field(None, ge=1, description="cap on records per micro-batch")
+    max_offsets_per_trigger: int | None = Field(
+        None,
+        ge=1,
+        description=(
+            "cap on records per micro-batch; unset: 250,000 per core of the Spark session (the changes"
+            " the one-pass tasks hold: a larger batch of changes would go Spark's slower way)"
+        ),
+    )
     fail_on_data_loss: bool = Field(True, description="fail when offsets were aged out or a topic was deleted")
     isolation_level: str = Field("read_committed", description="read_committed skips aborted transactions")
     metadata_max_age_ms: int = Field(

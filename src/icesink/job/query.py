@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from icesink.batch.handler import BatchHandler
+from icesink.batch.write import changes_budget
 from icesink.config import Config, TriggerMode
 from icesink.errors import BatchAbandonedError
 from icesink.job import metrics, starting
@@ -21,6 +22,17 @@ from icesink.ops import checkpoints
 from icesink.ops import reset as reset_plan
 
 log = logging.getLogger(__name__)
+
+
+def default_max_per_trigger(config: Config, parallelism: int) -> int | None:
+    """Without a cap of the job's own (`kafka.max_offsets_per_trigger`, or Spark's option in
+    `kafka.options`), a batch reads at most the changes the one-pass tasks hold on `parallelism`
+    cores: a larger batch's changes would go Spark's slower way (a Debezium snapshot's first
+    batch, the whole topic without a cap, ran at 0.4x the records/s of the same changes in batches
+    of that size: docs/performance.md)."""
+    if config.kafka.max_offsets_per_trigger or "maxOffsetsPerTrigger" in config.kafka.options:
+        return None
+    return changes_budget(parallelism)
 
 
 class Job:
@@ -76,7 +88,10 @@ class Job:
 
     def start(self) -> StreamingQuery:
         source = self.spark.readStream.format("kafka")
-        options = stream_options(self.config, starting.spark_value(self.config))
+        cap = default_max_per_trigger(self.config, self.spark.sparkContext.defaultParallelism)
+        if cap is not None:
+            log.info("at most %d records a batch (kafka.max_offsets_per_trigger unset: what one-pass tasks hold)", cap)
+        options = stream_options(self.config, starting.spark_value(self.config), cap)
         start_at = self._starting_offsets()
         if start_at is not None:
             options["startingOffsets"] = start_at

@@ -37,13 +37,15 @@ def common_options(config: Config) -> dict[str, str]:
     return opts
 
 
-def stream_options(config: Config, starting_offsets: str) -> dict[str, str]:
-    """The streaming query's source: every topic of the pattern, from `starting_offsets` (the
-    job's own options win over the defaults, as in `common_options`)."""
+def stream_options(config: Config, starting_offsets: str, default_max_per_trigger: int | None = None) -> dict[str, str]:
+    """The streaming query's source: every topic of the pattern, from `starting_offsets`, at most
+    `kafka.max_offsets_per_trigger` records a batch, else `default_max_per_trigger` (the job's own
+    options win over the defaults, as in `common_options`)."""
     k = config.kafka
     opts = {"subscribePattern": k.subscribe_pattern, "startingOffsets": starting_offsets}
-    if k.max_offsets_per_trigger:
-        opts["maxOffsetsPerTrigger"] = str(k.max_offsets_per_trigger)
+    cap = k.max_offsets_per_trigger or default_max_per_trigger
+    if cap:
+        opts["maxOffsetsPerTrigger"] = str(cap)
     return {**opts, **common_options(config)}
 
 
