@@ -16,7 +16,10 @@ COMMANDS = ("e2e", "decode", "cdc", "debezium-batches", "evolution-batches", "re
 def e2e_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--records", type=int, default=2_000_000, help="records per variant (default 2M)")
     parser.add_argument("--repeat", type=int, default=3, help="measured runs per approach (median)")
-    parser.add_argument("--max-per-trigger", type=int, default=500_000, help="maxOffsetsPerTrigger of catch-up runs")
+    parser.add_argument(
+        "--max-per-trigger", type=int, default=500_000,
+        help="maxOffsetsPerTrigger of catch-up runs (0: none of the run's own, icesink's default)",
+    )  # fmt: skip
     parser.add_argument("--sweep", default="25000,100000,250000,500000,1000000", help="maxOffsetsPerTrigger sizes")
     parser.add_argument("--sweep-records", type=int, default=1_000_000, help="records read per sweep run")
     parser.add_argument("--rates", default="5000,20000", help="freshness: input records/s, comma-separated")

@@ -35,7 +35,7 @@ def icesink_config(tmp: Path, topic: str, namespace: str, variant: str, max_per_
         "kafka": {
             "bootstrap_servers": KAFKA,
             "subscribe_pattern": f"^{topic}$",
-            "max_offsets_per_trigger": max_per_trigger,
+            "max_offsets_per_trigger": max_per_trigger or None,  # 0: the job's default
             **extra.pop("kafka", {}),
         },
         "catalog": {"name": CATALOG, "uri": CATALOG_URI},
