@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from icesink.batch.plan import plan_table
 from icesink.batch.sources import own_ranges
@@ -50,20 +51,24 @@ def test_the_stream_reads_the_pattern_and_the_jobs_own_options_win() -> None:
     assert opts["kafka.security.protocol"] == "SSL"
 
 
-def test_without_a_cap_of_its_own_a_batch_reads_what_the_one_pass_tasks_hold() -> None:
-    unset = {**RAW, "kafka": {k: v for k, v in RAW["kafka"].items() if k != "max_offsets_per_trigger"}}
-    unset["kafka"]["options"] = {"kafka.security.protocol": "SSL"}
-    config = parse_config(unset, environ={})
+def test_without_a_cap_of_its_own_a_job_of_changes_reads_what_the_one_pass_tasks_hold() -> None:
+    kafka = {k: v for k, v in RAW["kafka"].items() if k != "max_offsets_per_trigger"}
+    unset: dict[str, Any] = {**RAW, "kafka": {**kafka, "options": {"kafka.security.protocol": "SSL"}}}
+    changes = {**unset, "tables": {"namespace": "ns", "mode": "changelog", "key_columns": ["id"]}}
+    one_table = {**unset, "tables": {"namespace": "ns", "per_table": {"orders": {"mode": "upsert"}}}}
     # 250,000 changes a core: a Debezium snapshot's first batch is not the whole topic.
-    cap = default_max_per_trigger(config, parallelism=2)
-    assert cap == 500_000
-    assert stream_options(config, "earliest", cap)["maxOffsetsPerTrigger"] == "500000"
-    assert "maxOffsetsPerTrigger" not in stream_options(config, "earliest")
+    for raw in (changes, one_table):
+        cap = default_max_per_trigger(parse_config(raw, environ={}), parallelism=2)
+        assert cap == 500_000
+        assert stream_options(parse_config(raw, environ={}), "earliest", cap)["maxOffsetsPerTrigger"] == "500000"
+    # Append tables only: no cap (one batch of a backlog is faster than several).
+    assert default_max_per_trigger(parse_config(unset, environ={}), parallelism=2) is None
+    assert "maxOffsetsPerTrigger" not in stream_options(parse_config(unset, environ={}), "earliest")
     # The job's own cap wins, in its key or as Spark's option.
-    assert default_max_per_trigger(parse_config(RAW, environ={}), parallelism=2) is None
-    assert stream_options(parse_config(RAW, environ={}), "earliest", 7)["maxOffsetsPerTrigger"] == "1000"
-    unset["kafka"]["options"] = {"maxOffsetsPerTrigger": "30"}
-    spark_option = parse_config(unset, environ={})
+    capped = {**changes, "kafka": RAW["kafka"]}
+    assert default_max_per_trigger(parse_config(capped, environ={}), parallelism=2) is None
+    assert stream_options(parse_config(capped, environ={}), "earliest", 7)["maxOffsetsPerTrigger"] == "1000"
+    spark_option = parse_config({**changes, "kafka": {**kafka, "options": {"maxOffsetsPerTrigger": "30"}}}, environ={})
     assert default_max_per_trigger(spark_option, parallelism=2) is None
     assert stream_options(spark_option, "earliest", None)["maxOffsetsPerTrigger"] == "30"
 

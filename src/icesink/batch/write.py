@@ -122,8 +122,8 @@ CHANGES_PER_TASK = 250_000
 
 def changes_budget(parallelism: int) -> int:
     """The changes a one-pass batch takes on `parallelism` cores (a task a core, each holding its
-    changes in memory: batch/direct_tables.split_direct); the job's batches default to this many
-    records, so a batch's changes fit them (job/query.py)."""
+    changes in memory: batch/direct_tables.split_direct); a job that may take changes reads at most
+    this many records a batch by default, so a batch's changes fit them (job/query.py)."""
     return CHANGES_PER_TASK * max(parallelism, 1)
 
 

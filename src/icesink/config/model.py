@@ -89,8 +89,9 @@ class KafkaConfig(Section):
         None,
         ge=1,
         description=(
-            "cap on records per micro-batch; unset: 250,000 per core of the Spark session (the changes"
-            " the one-pass tasks hold: a larger batch of changes would go Spark's slower way)"
+            "cap on records per micro-batch; unset: none for a job of append tables, else 250,000 per core"
+            " of the Spark session (the changes the one-pass tasks hold: a larger batch of changes would go"
+            " Spark's slower way)"
         ),
     )
     fail_on_data_loss: bool = Field(True, description="fail when offsets were aged out or a topic was deleted")
