@@ -58,20 +58,17 @@ def e2e_figures(r: dict[str, Any]) -> str:
         return NOT_MEASURED
     thr = r.get("throughput", {})
     cap = r["max_per_trigger"]
-    batches = math.ceil(r["records"] / cap) if cap else 0
+    batches = (
+        f" in {plural(math.ceil(r['records'] / cap), 'batch')} (`maxOffsetsPerTrigger` {cap:,})"
+        if cap
+        else ", icesink at its default cap, the Spark baselines uncapped"
+    )
     load = r.get("machine", {}).get("load_1m_at_start")
     lines = [
         f"Measured {r.get('started', '')} to {r['date']}, `{r.get('command', 'python -m dev.bench')}` "
         f"({r.get('seconds', 0) / 60:.0f} min"
         + (f"; load average {load} at the start" if load is not None else "")
-        + (
-            f"). Each catch-up run reads {r['records']:,} records in {plural(batches, 'batch')} "
-            f"(`maxOffsetsPerTrigger` {cap:,}); "
-            if cap
-            else f"). Each catch-up run reads {r['records']:,} records, icesink at its default cap, "
-            "the Spark baselines uncapped; "
-        )
-        + f"medians of {plural(r['repeat'], 'run')}; "
+        + f"). Each catch-up run reads {r['records']:,} records{batches}; medians of {plural(r['repeat'], 'run')}; "
         f"values: {value_sizes(r)}."
     ]
     if r.get("note"):

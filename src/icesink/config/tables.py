@@ -150,15 +150,20 @@ class TablesConfig(Section):
 
     @model_validator(mode="after")
     def _partitions_within_keys(self) -> TablesConfig:
-        checks = [("tables", self.settings_for(None))]
-        checks += [(f"tables.per_table.{name}", self.settings_for(name)) for name in self.per_table]
-        for where, s in checks:
+        for where, s in self.sections():
             if s.is_cdc and s.key_columns:
                 try:
                     partitioning.check_within_keys(s.partition_by, s.key_columns)
                 except ValueError as e:
                     raise ValueError(f"{where}: {e}") from None
         return self
+
+    def sections(self) -> list[tuple[str, TableSettings]]:
+        """The settings of every table the section can name, by where they are set: the section's
+        own (every table not in per_table), then each of per_table's."""
+        return [("tables", self.settings_for(None))] + [
+            (f"tables.per_table.{name}", self.settings_for(name)) for name in self.per_table
+        ]
 
     def settings_for(self, table: str | None) -> TableSettings:
         o = self.per_table.get(table) if table is not None else None

@@ -34,8 +34,7 @@ def default_max_per_trigger(config: Config, parallelism: int) -> int | None:
     batches of 500,000; docs/performance.md)."""
     if config.kafka.max_offsets_per_trigger or "maxOffsetsPerTrigger" in config.kafka.options:
         return None
-    tables = config.tables
-    if not any(tables.settings_for(name).is_cdc for name in [None, *tables.per_table]):
+    if not any(settings.is_cdc for _, settings in config.tables.sections()):
         return None
     return changes_budget(parallelism)
 
