@@ -482,7 +482,9 @@ def test_more_changes_than_the_tasks_would_hold(
 
 
 @pytest.mark.faults
-@pytest.mark.parametrize(("point", "shape"), [("executor-write", "debezium-json"), ("after-commit", "plain")])
+@pytest.mark.parametrize(
+    ("point", "shape"), [("executor-write", "debezium-json"), ("executor-write", "json"), ("after-commit", "plain")]
+)
 def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
     point: str, shape: str, spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
@@ -492,21 +494,27 @@ def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
     its changes as Debezium events in plain JSON at one point (batch 0 creates the table through
     Spark's path, batch 1 is the first in one pass), as Avro rows with an operation column at the
     other (what the tasks decode differs; the files and the commit after them are the same; Avro
-    Debezium events in one pass: test_direct_debezium.py)."""
+    Debezium events in one pass: test_direct_debezium.py), and at the first as plain JSON rows with
+    an operation column too (each batch of the task's records parsed whole: tasks/decode_json.py)."""
     topic = scenario.topic("ledger")
     create_topics(topic, partitions=3)
-    # Debezium's deletes are followed by tombstones (T); the plain shape has no record keys to delete by.
-    changes = [c for c in random_changes(3_000, 300, 3, seed=11) if shape != "plain" or c.op != "T"]
+    # Debezium's deletes are followed by tombstones (T); the other shapes have no record keys to delete by.
+    changes = [c for c in random_changes(3_000, 300, 3, seed=11) if shape == "debezium-json" or c.op != "T"]
 
     def encode(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
-        return plain_json_changes(changes) if shape != "plain" else avro_changes(topic, changes)
+        if shape == "json":
+            return [(None, c.kafka_value(), c.partition) for c in changes]
+        return plain_json_changes(changes) if shape == "debezium-json" else avro_changes(topic, changes)
 
     produce_keyed(topic, encode(changes))
     settings = {"kafka.max_offsets_per_trigger": 1_200, "tables.partition_by": ["bucket(4, id)"]}
-    config = scenario.write_config(
-        tmp_path / "job.yaml",
-        **(plain_debezium(**settings) if shape != "plain" else changelog(scenario, **settings)),
-    )
+    json_rows = {"decode.operation_column": "op", "tables.mode": "changelog", "tables.key_columns": ["id"]}
+    configs = {
+        "debezium-json": plain_debezium(**settings),
+        "json": {**json_rows, **settings},
+        "plain": changelog(scenario, **settings),
+    }
+    config = scenario.write_config(tmp_path / "job.yaml", **configs[shape])
     table = scenario.table("ledger")
 
     crashed = run_cli(config, env={faults.ENV: f"{point}:1"})
@@ -520,7 +528,7 @@ def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
     assert not (scenario.checkpoint / "commits" / "1").exists(), "killed before Spark's commit log"
 
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(800, 300, 3, seed=12)]
-    more = [c for c in more if shape != "plain" or c.op != "T"]
+    more = [c for c in more if shape == "debezium-json" or c.op != "T"]
     produce_keyed(topic, encode(more))
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

@@ -1,5 +1,6 @@
 """The one-pass JSON decoder (tasks/decode_json.py) against Spark's: every record it takes, Spark's
-guessed decode (the path it stands in for) takes too, as the same row."""
+guessed decode (the path it stands in for) takes too, as the same row; and a batch parsed whole by
+Arrow's JSON reader (`parsed_columns`) holds only such records, as the same rows."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, Stri
 
 from icesink.batch.decode import ERROR, ROW
 from icesink.batch.decode.json import JsonDecoder
-from icesink.tasks.decode_json import DeclinedValueError, direct_columns
+from icesink.tasks.decode_json import DeclinedValueError, direct_columns, parsed_columns
 from icesink.tasks.plain_rows import DirectRows
 from tests.support.frames import kafka_records
 
@@ -129,3 +130,14 @@ def test_every_record_it_takes_spark_decodes_to_the_same_row(spark: SparkSession
                 assert all(_same(x, y) for x, y in zip(a, b, strict=True)), value
             else:
                 assert _same(a, b) or (a is None and b is None), (value, name, a, b)
+
+    # Arrow's whole-batch parse takes a subset of them (the rest it leaves to the record-at-a-time
+    # decoder), as the same rows.
+    whole = [v for v in [*TAKEN, *DECLINED] if v is not None and parsed_columns(columns, [v]) is not None]
+    assert set(whole) <= set(TAKEN)
+    assert len(whole) >= len(TAKEN) // 2, whole
+    arrays = parsed_columns(columns, whole)
+    assert arrays is not None
+    parsed = pa.RecordBatch.from_arrays(arrays, names=SHAPE.fieldNames()).to_pylist()
+    for value, got in zip(whole, parsed, strict=True):
+        assert _same(got, direct[TAKEN.index(value)]), value

@@ -15,6 +15,13 @@ One difference from Python's reader: orjson reads an integer beyond 64 bits as t
 double, which a double column takes as Spark does (pinned against Spark in
 tests/spark/test_json_direct.py); a long column refuses it either way. A table's rows of such
 records are gathered by tasks/plain_rows.py.
+
+A batch of records whose every one is a plain JSON object is first parsed whole by Arrow's JSON
+reader with the table's columns as its schema (`parsed_columns`, a third of the time): it refuses
+what the record-at-a-time check refuses (a key the table lacks, at any depth; a value of another
+type; a long that is not an integer; a repeated key), and what it takes that the check would not
+(invalid UTF-8, NaN and infinities, a double of 2**53 or more, more or fewer objects than
+records) sends the batch the record-at-a-time way, which decides it as before.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 from pyspark.sql.types import ArrayType, BooleanType, DataType, DoubleType, LongType, StringType, StructType
 
 from icesink.kafka import wire
@@ -174,3 +182,53 @@ def json_object(value: bytes | None) -> dict[str, Any] | None:
         except (UnicodeDecodeError, ValueError, RecursionError):
             return None
     return found if type(found) is dict else None
+
+
+_EXACT = float(2**53)  # from here on, a double does not hold every integer
+
+
+def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> list[pa.Array] | None:
+    """The table's columns of `values` (each a record's value) parsed at once by Arrow's JSON
+    reader, equal to what `checked_array` makes of them a record at a time; None when Arrow's
+    reader may not read them as that would (then the caller takes them a record at a time, which
+    decides each as before)."""
+    n = len(values)
+    if not n:
+        return None
+    raw = pa.array(values, pa.binary())
+    # Objects only: a value of another kind (null crashes Arrow's reader), framed by Confluent's
+    # serializer, or with a byte order mark is left to orjson.
+    if not pc.all(pc.and_(pc.starts_with(raw, "{"), pc.ends_with(raw, "}"))).as_py():
+        return None
+    try:
+        raw.cast(pa.string())  # Arrow's reader takes invalid UTF-8 into a string; orjson refuses it
+    except pa.ArrowInvalid:
+        return None
+    text = b"\n".join(values)
+    try:
+        table = pa_json.read_json(
+            pa.py_buffer(text),
+            # One block: a record spanning lines (whitespace between its tokens) is read whole.
+            read_options=pa_json.ReadOptions(use_threads=False, block_size=len(text) + 1),
+            parse_options=pa_json.ParseOptions(
+                explicit_schema=pa.schema([pa.field(c.name, c.arrow_type) for c in columns]),
+                unexpected_field_behavior="error",
+            ),
+        )
+    except (pa.ArrowException, ValueError):
+        return None
+    if table.num_rows != n:  # a value of two objects (or of none) is not one row
+        return None
+    arrays = [table.column(i).combine_chunks() for i in range(len(columns))]
+    for c, array in zip(columns, arrays, strict=True):
+        if array.type != c.arrow_type:
+            return None
+        # Arrow's reader spells NaN and the infinities more ways than Python's reader, and takes an
+        # integer a double does not hold exactly, which `checked_array` leaves to Spark: left to it.
+        for doubles in _doubles(c, array):
+            if (
+                pc.any(pc.invert(pc.is_finite(doubles))).as_py()
+                or pc.any(pc.greater_equal(pc.abs(doubles), _EXACT)).as_py()
+            ):
+                return None
+    return arrays

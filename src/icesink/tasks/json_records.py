@@ -101,6 +101,8 @@ def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> N
         # its dead letters made, between flushes (the rows never hold both kinds of coordinates).
         _one_at_a_time(batch, values, keys, out, i, decline)
         return
+    if out.rows.add_parsed(values):
+        return
     add = out.rows.add
     for row, value in enumerate(values):
         if not add(value):

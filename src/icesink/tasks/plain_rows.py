@@ -19,7 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
-from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, check, checked_array, json_object
+from icesink.tasks.decode_json import (
+    DeclinedValueError,
+    DirectColumn,
+    check,
+    checked_array,
+    json_object,
+    parsed_columns,
+)
 from icesink.tasks.json_shape import JsonShape
 from icesink.tasks.routing import RouteFilter, json_object_once
 
@@ -84,12 +91,13 @@ class CarriedRows:
         batch taken, when one is not taken (the caller declines the table, or takes the batch a
         record at a time with its dead letters), or is another table's (a field-routed table's
         records are taken one at a time)."""
-        row = self._row
-        mark = self._mark()
-        for value in values:
-            if not row(value):
-                self._rollback(mark)
-                return False
+        if not self._parsed_all(values):
+            row = self._row
+            mark = self._mark()
+            for value in values:
+                if not row(value):
+                    self._rollback(mark)
+                    return False
         if self._carry:
             assert coordinates is not None
             self._coordinate_columns.append(coordinates)
@@ -97,6 +105,16 @@ class CarriedRows:
             assert keys is not None
             self._keys += keys
         return True
+
+    def add_parsed(self, values: Sequence[bytes | None]) -> bool:
+        """Takes every value of a batch of an append table at once (`parsed_columns`), or none
+        (False): the caller then takes them a record at a time."""
+        return not self._carry and self._key_column is None and self._parsed_all(values)
+
+    def _parsed_all(self, values: Sequence[bytes | None]) -> bool:
+        """Takes every value of a batch at once where the subclass can (its tombstone flags too,
+        not the coordinates and keys); False, and nothing taken, where it cannot."""
+        return False
 
     def _mark(self) -> Any:
         """Where the subclass's rows stand (`_rollback` goes back there)."""
@@ -140,6 +158,11 @@ class DirectRows(CarriedRows):
         self._names = frozenset(c.name for c in columns)
         self._order = tuple(c.name for c in columns)
         self._rows: list[tuple[Any, ...]] = []
+        # Batches parsed whole (`_parsed_all`): each the row of `_rows` it goes before, and its columns.
+        self._parsed: list[tuple[int, list[pa.Array]]] = []
+        self._parsed_rows = 0
+        # Only a table's plain JSON objects are parsed whole (not change events, shaped or routed records).
+        self._parses = envelope is None and shape is None and route is None
         self._tombstones: list[bool] = []
         self._nothing = tuple(None for _ in columns)
         self._key = key
@@ -156,7 +179,31 @@ class DirectRows(CarriedRows):
 
     @property
     def rows(self) -> int:
-        return len(self._rows)
+        return len(self._rows) + self._parsed_rows
+
+    def _parsed_all(self, values: Sequence[bytes | None]) -> bool:
+        if not self._parses:
+            return False
+        # A record without a value is a tombstone where the table takes them (a row of only its key).
+        tombstones = self._carry and self._key_column is not None
+        present = [v for v in values if v is not None]
+        if len(present) < len(values) and not tombstones:
+            return False
+        parsed = parsed_columns(self._columns, present)
+        if parsed is None:
+            return False
+        if len(present) < len(values):
+            at, positions = 0, []
+            for v in values:
+                positions.append(at if v is not None else None)
+                at += v is not None
+            index = pa.array(positions, pa.int64())
+            parsed = [a.take(index) for a in parsed]  # a tombstone's row: nulls
+        self._parsed.append((len(self._rows), parsed))
+        self._parsed_rows += len(values)
+        if self._carry:
+            self._tombstones += [v is None for v in values]
+        return True
 
     def _mark(self) -> tuple[int, int, int]:
         return len(self._rows), len(self._tombstones), len(self._other_images) if self._envelope is not None else 0
@@ -166,6 +213,27 @@ class DirectRows(CarriedRows):
         del self._rows[rows:], self._tombstones[tombstones:]
         if self._envelope is not None:
             del self._other_images[others:]
+
+    def _columns_of(self) -> list[pa.Array]:
+        """The table's columns of the rows taken since the last call, in the order they came: the
+        records taken one at a time checked a column at a time, the batches parsed whole as parsed."""
+        rows, self._rows = self._rows, []
+        parsed, self._parsed, self._parsed_rows = self._parsed, [], 0
+        pieces: list[list[pa.Array]] = []
+        at = 0
+        for position, columns in parsed:
+            if position > at:
+                pieces.append(self._checked(rows[at:position]))
+            pieces.append(columns)
+            at = position
+        if at < len(rows):
+            pieces.append(self._checked(rows[at:]))
+        if len(pieces) == 1:
+            return pieces[0]
+        return [pa.concat_arrays([p[k] for p in pieces]) for k in range(len(self._columns))]
+
+    def _checked(self, rows: list[tuple[Any, ...]]) -> list[pa.Array]:
+        return [checked_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
 
     def _row(self, value: bytes | None, routed: bool = False) -> bool | None:
         """Takes the record's row (and with `carry` whether it is a tombstone), or says it is not a
@@ -223,10 +291,9 @@ class DirectRows(CarriedRows):
         `DeclinedValueError` for a value not of its column's type (a record key not a JSON object
         of the key column's fields), and Arrow's error for one Arrow refuses (a key that is not
         UTF-8 too)."""
-        if not self._rows:
+        if not self._rows and not self._parsed:
             return None
-        rows, self._rows = self._rows, []
-        arrays = [checked_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
+        arrays = self._columns_of()
         if self._envelope is not None:
             others, self._other_images = self._other_images, []
             for c in self._columns:
