@@ -33,6 +33,8 @@ SHAPE = StructType(
 TAKEN: list[bytes] = [
     b'{"id": 1, "amount": 2.5, "name": "a", "ok": true, "tags": ["x", null], "nums": [1, -2]}',
     b'{"id": -0, "amount": 3}',
+    b'{"amount": -0}',  # the integer -0: 0.0, not -0.0
+    b'{"amount": -0.0}',
     b'{"amount": 1e3, "ok": false}',
     b'{"amount": -1.5e-300, "nums": []}',
     b'{"amount": 0.1}',
@@ -94,8 +96,10 @@ def _same(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) and math.isnan(b):
+            return True
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)  # a zero's sign too
     return bool(a == b and type(a) is type(b))
 
 

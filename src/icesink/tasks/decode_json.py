@@ -20,8 +20,8 @@ A batch of records whose every one is a plain JSON object is first parsed whole 
 reader with the table's columns as its schema (`parsed_columns`, a third of the time): it refuses
 what the record-at-a-time check refuses (a key the table lacks, at any depth; a value of another
 type; a long that is not an integer; a repeated key), and what it takes that the check would not
-(invalid UTF-8, NaN and infinities, a double of 2**53 or more, more or fewer objects than
-records) sends the batch the record-at-a-time way, which decides it as before.
+(invalid UTF-8, NaN and infinities, a double of 2**53 or more, a negative zero, more or fewer
+objects than records) sends the batch the record-at-a-time way, which decides it as before.
 """
 
 from __future__ import annotations
@@ -185,6 +185,7 @@ def json_object(value: bytes | None) -> dict[str, Any] | None:
 
 
 _EXACT = float(2**53)  # from here on, a double does not hold every integer
+_MAX_BLOCK = 2**31 - 1  # the most bytes Arrow's reader takes as one block
 
 
 def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> list[pa.Array] | None:
@@ -192,12 +193,24 @@ def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> 
     reader, equal to what `checked_array` makes of them a record at a time; None when Arrow's
     reader may not read them as that would (then the caller takes them a record at a time, which
     decides each as before)."""
-    n = len(values)
-    if not n:
+    table = _read_whole(columns, values)
+    if table is None or table.num_rows != len(values):  # a value of two objects is not one row
+        return None
+    arrays = [table.column(i).combine_chunks() for i in range(len(columns))]
+    for c, array in zip(columns, arrays, strict=True):
+        if array.type != c.arrow_type or any(_doubtful(d) for d in _doubles(c, array)):
+            return None
+    return arrays
+
+
+def _read_whole(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> pa.Table | None:
+    """`values` read by Arrow's JSON reader as one text, a line each, with the table's columns as
+    its schema and no other field; None for values it must not be given or refuses."""
+    if not values:
         return None
     raw = pa.array(values, pa.binary())
-    # Objects only: a value of another kind (null crashes Arrow's reader), framed by Confluent's
-    # serializer, or with a byte order mark is left to orjson.
+    # Objects only: a value of another kind (a null first crashes Arrow's reader), framed by
+    # Confluent's serializer, or with a byte order mark is left to orjson.
     if not pc.all(pc.and_(pc.starts_with(raw, "{"), pc.ends_with(raw, "}"))).as_py():
         return None
     try:
@@ -205,8 +218,10 @@ def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> 
     except pa.ArrowInvalid:
         return None
     text = b"\n".join(values)
+    if len(text) >= _MAX_BLOCK:
+        return None
     try:
-        table = pa_json.read_json(
+        return pa_json.read_json(
             pa.py_buffer(text),
             # One block: a record spanning lines (whitespace between its tokens) is read whole.
             read_options=pa_json.ReadOptions(use_threads=False, block_size=len(text) + 1),
@@ -217,18 +232,15 @@ def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> 
         )
     except (pa.ArrowException, ValueError):
         return None
-    if table.num_rows != n:  # a value of two objects (or of none) is not one row
-        return None
-    arrays = [table.column(i).combine_chunks() for i in range(len(columns))]
-    for c, array in zip(columns, arrays, strict=True):
-        if array.type != c.arrow_type:
-            return None
-        # Arrow's reader spells NaN and the infinities more ways than Python's reader, and takes an
-        # integer a double does not hold exactly, which `checked_array` leaves to Spark: left to it.
-        for doubles in _doubles(c, array):
-            if (
-                pc.any(pc.invert(pc.is_finite(doubles))).as_py()
-                or pc.any(pc.greater_equal(pc.abs(doubles), _EXACT)).as_py()
-            ):
-                return None
-    return arrays
+
+
+def _doubtful(doubles: pa.Array) -> bool:
+    """Whether Arrow's reader may have read these doubles otherwise than Python's: it spells NaN and
+    the infinities more ways, takes an integer a double does not hold exactly (which
+    `checked_array` leaves to Spark), and reads the integer -0 as -0.0 (Python's reader and
+    Spark's: 0.0)."""
+    return bool(
+        pc.any(pc.invert(pc.is_finite(doubles))).as_py()
+        or pc.any(pc.greater_equal(pc.abs(doubles), _EXACT)).as_py()
+        or pc.any(pc.and_(pc.equal(doubles, 0.0), pc.less(pc.divide(1.0, doubles), 0.0))).as_py()
+    )
