@@ -19,10 +19,10 @@ from icesink.batch.direct_avro import direct_avro
 from icesink.config import WriteMode
 from icesink.kafka import wire
 from icesink.tasks.avro_records import avro_rows
+from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.change_rows import OP, ChangeSpec
 from icesink.tasks.dead_letters import Letter
 from icesink.tasks.files import WriteTask
-from icesink.tasks.plain_rows import TOMBSTONE
 from icesink.tasks.routing import RouteFilter
 from icesink.tasks.table_out import DirectTable, TableOut
 

@@ -23,8 +23,9 @@ from pyspark.sql.types import (
 )
 
 from icesink.schema.envelope import EnvelopeSpec
+from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, direct_columns, json_object
-from icesink.tasks.plain_rows import TOMBSTONE, DirectRows
+from icesink.tasks.plain_rows import DirectRows
 
 
 def shape(*fields: StructField) -> StructType:

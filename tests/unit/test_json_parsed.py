@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
+from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.decode_json import DirectColumn, direct_columns, parsed_columns
-from icesink.tasks.plain_rows import TOMBSTONE, DirectRows
+from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.table_out import REFUSED
 
 INNER = StructType([StructField("os", StringType()), StructField("v", DoubleType())])

@@ -14,8 +14,9 @@ from icesink.batch.route import Targets
 from icesink.config import Unmatched
 from icesink.model import TableRef
 from icesink.routing import Route
+from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.decode_json import direct_columns
-from icesink.tasks.plain_rows import TOMBSTONE, DirectRows
+from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.route_values import judged
 from icesink.tasks.routing import RouteFilter, routable
 

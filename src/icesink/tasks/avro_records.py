@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.kafka import wire
+from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.dead_letters import ENVELOPE, MAX_LETTERS, Letter, avro_letters, undecodable_letters
 from icesink.tasks.decode_avro import DirectAvro, EnvelopeLetter
-from icesink.tasks.plain_rows import TOMBSTONE
 from icesink.tasks.shared_decode import decoded_once
 from icesink.tasks.table_out import NAMED, ORDER, REFUSED, TableOut
 

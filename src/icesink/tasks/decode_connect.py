@@ -33,10 +33,10 @@ from pyspark.sql.types import (
 from icesink.schema.connect import ConnectSchemaError, Node, parse_schema
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeError, EnvelopeSpec, row_type
 from icesink.schema.evolution import fits
+from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_values import converted
 from icesink.tasks.decode_json import DeclinedValueError
-from icesink.tasks.plain_rows import CarriedRows, carried_columns, fill_from_key
 
 
 @dataclass(frozen=True)
