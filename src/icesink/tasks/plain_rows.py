@@ -69,7 +69,6 @@ class DirectRows(CarriedRows):
         self._rows: list[tuple[Any, ...]] = []
         # Batches parsed whole (`_parsed_all`): each the row of `_rows` it goes before, and its columns.
         self._parsed: list[tuple[int, list[pa.Array]]] = []
-        self._parsed_rows = 0
         # Only a table's plain JSON objects are parsed whole (not change events, shaped or routed records).
         self._parses = envelope is None and shape is None and route is None
         self._tombstones: list[bool] = []
@@ -88,7 +87,7 @@ class DirectRows(CarriedRows):
 
     @property
     def rows(self) -> int:
-        return len(self._rows) + self._parsed_rows
+        return len(self._rows) + sum(len(columns[0]) for _, columns in self._parsed)
 
     def _parsed_all(self, values: Sequence[bytes | None]) -> bool:
         if not self._parses:
@@ -109,7 +108,6 @@ class DirectRows(CarriedRows):
             index = pa.array(positions, pa.int64())
             parsed = [a.take(index) for a in parsed]  # a tombstone's row: nulls
         self._parsed.append((len(self._rows), parsed))
-        self._parsed_rows += len(values)
         if self._carry:
             self._tombstones += [v is None for v in values]
         return True
@@ -127,7 +125,7 @@ class DirectRows(CarriedRows):
         """The table's columns of the rows taken since the last call, in the order they came: the
         records taken one at a time checked a column at a time, the batches parsed whole as parsed."""
         rows, self._rows = self._rows, []
-        parsed, self._parsed, self._parsed_rows = self._parsed, [], 0
+        parsed, self._parsed = self._parsed, []
         pieces: list[list[pa.Array]] = []
         at = 0
         for position, columns in parsed:
