@@ -20,8 +20,9 @@ from dev.kit.changes import oracle, random_changes
 from dev.kit.endpoints import NESSIE_URI
 from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
 from dev.kit.scenario import Scenario
-from icesink.iceberg import offsets_marker
+from icesink.iceberg import dangling, offsets_marker
 from icesink.iceberg import snapshot_offsets as codec
+from icesink.iceberg.tables import IcebergCatalog
 from icesink.job.query import Job
 from icesink.job.session import catalog_conf
 from icesink.model import TableRef
@@ -174,6 +175,60 @@ def test_the_jobs_maintenance_on_nessie_keeps_the_offsets_and_a_lost_checkpoint_
     spark.sql(f"REFRESH TABLE {table}")
     assert snapshots(spark, table)[-1]["snapshot_id"] == current, "nothing re-read, nothing committed"
     assert table_state(spark, table) == (state, rows)
+
+
+@pytest.mark.slow
+def test_a_batch_that_meets_two_rewrites_on_nessie_waits_for_their_marker_and_commits_on_it(
+    spark: SparkSession, nessie: Scenario, tmp_path: Path
+) -> None:
+    """A changelog table on Nessie, its job paused between batch 2's offset check and its commit
+    while maintenance commits what the job's own does in one run: a compaction, the marker that
+    carries the offsets again, the removal of the deletes the compaction left dangling. The batch
+    then meets a rewrite served alone, not committed on the snapshot it was planned on (the job
+    kept the table as its batch 1 left it): it waits for the next marker (committed here once the
+    job says it waits) and commits on top of it. Every change applied once; the offsets the
+    topic's ends."""
+    topic = nessie.topic("wallets")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(300, 40, 2, seed=7))
+    produce_keyed(topic, records(changes))
+    settings = cdc_config(**{"kafka.max_offsets_per_trigger": 100, "maintenance.tables": "none"})
+    config = nessie.write_config(tmp_path / "job.yaml", **settings)
+    env, release = pause_env(tmp_path, "before-table-commit", 2)
+    log = tmp_path / "job.log"
+    job = start_cli(config, log, env)
+    paused(release, job, log)
+
+    ref = TableRef(nessie.namespace, f"{nessie.prefix}_wallets")
+    table = IcebergCatalog(spark, NESSIE).load(ref)
+    assert table is not None
+    was = offsets_marker.before(table)
+    assert was is not None, "batches 0 and 1 committed"
+    spark.sql(
+        f"CALL {NESSIE}.system.rewrite_data_files(table => '{ref.qualified(NESSIE)}', options => "
+        "map('delete-file-threshold', '1', 'min-input-files', '2', 'remove-dangling-deletes', 'false'))"
+    ).collect()
+    assert offsets_marker.keep_visible(spark, table, was, str(ref)), "the compaction hid the offsets"
+    was = offsets_marker.before(table)
+    assert was is not None
+    removed = dangling.remove_dangling_deletes(spark, ref.qualified(NESSIE), table)
+    assert removed.removed > 0, removed
+    release.touch()
+
+    def waiting() -> bool:
+        return "waiting for the snapshot that carries them again" in log.read_text()
+
+    wait_until(while_running(job, log, waiting), 120, lambda: f"the batch waits for the offsets:\n{tail(log)}")
+    assert offsets_marker.keep_visible(spark, table, was, str(ref)), "the removal hid the offsets"
+    out = finish(job, log)
+    assert job.returncode == 0, out[-3000:]
+    assert "rewrites served alone hide its offsets; committing on top" in out, out[-3000:]
+    table_name = nessie.table("wallets")
+    spark.sql(f"REFRESH TABLE {table_name}")
+    state, rows = table_state(spark, table_name)
+    assert rows == len(state), "no key twice"
+    assert state == oracle(changes)
+    assert table_offsets(spark, table_name) == end_offsets(topic)
 
 
 def test_json_gaining_fields_on_nessie_evolves_the_table_and_a_bad_record_is_a_dead_letter(

@@ -86,8 +86,8 @@ def commit_files(
                 spark, table, update, plan, now, intended, query_id, batch_id
             )
             break
-        except _OthersMovedError:
-            log.info("table %s: another writer committed offsets of other topics; committing on top", ref)
+        except _OthersMovedError as e:
+            log.info("table %s: %s; committing on top", ref, e.reason)
     else:
         raise CommitError(
             f"table {ref}: other writers kept committing to it while batch {batch_id} did; nothing was committed, "
@@ -111,7 +111,12 @@ def _ids(snapshot: JavaObject) -> tuple[int, int | None, JavaObject]:
 
 
 class _OthersMovedError(Exception):
-    """The fence refused a commit because offsets of topic-partitions the batch does not carry moved."""
+    """The fence refused a commit that may go on top once the table is read again: offsets of
+    topic-partitions the batch does not carry moved, or rewrites served alone hide the offsets."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _offsets_moved(ref: TableRef, plan: OffsetsPlan, now: Offsets) -> CommitError:
@@ -194,6 +199,12 @@ def _commit_fenced(
             f"table {plan.table}: the catalog did not confirm the commit of batch {batch_id} and the "
             "table does not hold it; nothing was committed, the batch is retried"
         ) from cause
+    if newest is None and offsets_marker.hidden(table.currentSnapshot()):
+        # Rewrites served alone (the job's own maintenance: a compaction, its offsets marker, then
+        # the removal of dangling deletes) came after the snapshot the batch was planned on; the
+        # fence cannot place them, but the marker that carries the offsets again follows: read
+        # them then (offsets_marker.committed_offsets waits for it), and commit on top if unmoved.
+        raise _OthersMovedError("rewrites served alone hide its offsets") from cause
     if all(offsets.get(tp) == plan.committed.get(tp) for tp in plan.batch_tps):
-        raise _OthersMovedError from cause
+        raise _OthersMovedError("another writer committed offsets of other topics") from cause
     raise _offsets_moved(plan.table, plan, offsets) from cause

@@ -13,7 +13,10 @@ a maintenance commit on top hides the offsets until the snapshot that carries th
 it (offsets_marker.py). A batch that commits in between would be refused for offsets that only
 look changed; so a rewrite ("replace": no rows added, hence nobody's batch) that is the snapshot
 the batch was planned on (the plan found the offsets beneath it: offsets_marker.committed_offsets),
-or was committed directly on it (the next sequence number), holds the offsets planned with.
+or was committed directly on it (the next sequence number), holds the offsets planned with. Any
+other rewrite served alone (the job's maintenance committed a compaction, its marker and another
+rewrite since the plan) refuses the attempt: commit.py then waits for the marker that follows it
+and commits on top when the offsets it carries are those planned with.
 
 The validator and the file keeper are Python objects that Spark's JVM calls back through py4j.
 """

@@ -41,7 +41,9 @@ log = logging.getLogger(__name__)
 MAINTENANCE_KEY = "icesink.maintenance"  # what a maintenance snapshot of icesink did
 MARKER = "offsets"
 # How long a table's offsets are waited for behind a rewrite, on a catalog without history.
-_HIDDEN_ROUNDS, _HIDDEN_WAIT_S = 25, 0.2
+# A marker follows its rewrite within a second; the wait only runs out on a rewrite another client
+# made, where the job stops with OffsetsError.
+_HIDDEN_ROUNDS, _HIDDEN_WAIT_S = 50, 0.2
 
 
 # The icesink properties of the job's commit of a sequence number, when the job made it (the job's
@@ -64,7 +66,7 @@ def committed_offsets(table: JavaObject, last: JavaObject | None = None) -> Offs
     when the rewrite was committed directly on it (the next sequence number); else the marker that
     carries them again follows within moments: waited for (the table refreshed meanwhile). Raises
     OffsetsError when it does not come."""
-    for _ in range(_HIDDEN_ROUNDS):
+    for round_ in range(_HIDDEN_ROUNDS):
         found = ancestry.newest_offsets(ancestry.of_table(table))
         if found is not None:
             return found.offsets
@@ -79,6 +81,11 @@ def committed_offsets(table: JavaObject, last: JavaObject | None = None) -> Offs
                     table.name(), last.snapshotId(), current.snapshotId(),
                 )  # fmt: skip
                 return beneath
+        if round_ == 0:
+            log.info(
+                "table %s: its offsets are hidden behind rewrite %s (served alone); waiting for the snapshot "
+                "that carries them again", table.name(), current.snapshotId(),
+            )  # fmt: skip
         time.sleep(_HIDDEN_WAIT_S)
         table.refresh()
     raise OffsetsError(
