@@ -1,4 +1,5 @@
-"""The Python workers' warm-up task (tasks/warm_up.py): what a first batch's task imports, done."""
+"""The Python workers' warm-up task (tasks/warm_up.py): what a first batch's task imports, done; and
+not pandas, which pyarrow would import at its first conversion (tasks/worker_imports.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from icesink.tasks.warm_up import warm_fn
 
 _PROBE = """
 import sys
-import pyspark.worker
+if sys.argv[1] == "worker":
+    import pyspark.worker  # as in PySpark's workers, imported before the tasks' functions
 from icesink.tasks.warm_up import warm_fn
 list(warm_fn(iter([])))
+import pyarrow as pa
+from icesink.tasks.decode_json import parsed_columns
+pa.array([1, None]), pa.scalar("x"), pa.table({"a": [1.5]})
 print(" ".join(m for m in ("polars", "pandas", "confluent_kafka", "icesink.tasks.one_pass") if m in sys.modules))
 """
 
@@ -28,7 +33,18 @@ def test_the_warm_up_task_answers_its_workers_process_id() -> None:
     assert out.to_pylist() == [{"pid": os.getpid()}]
 
 
-def test_a_warmed_up_worker_holds_what_a_first_batch_imports() -> None:
-    done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, check=False)
+def _probe(process: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, process], capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["polars", "pandas", "confluent_kafka", "icesink.tasks.one_pass"]
+    return done.stdout.split()
+
+
+def test_a_warmed_up_worker_holds_what_a_first_batch_imports_but_pandas() -> None:
+    assert _probe("worker") == ["polars", "confluent_kafka", "icesink.tasks.one_pass"]
+
+
+def test_outside_a_worker_pyarrow_still_takes_pandas() -> None:
+    """The driver (and any other process importing the tasks' modules) keeps pyarrow's pandas."""
+    assert _probe("driver") == ["polars", "pandas", "confluent_kafka", "icesink.tasks.one_pass"]

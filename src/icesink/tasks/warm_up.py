@@ -1,6 +1,6 @@
 """A Python worker's imports, done before the first batch needs them (the driver's side is
-job/warm_up.py). A worker's first task imports the tasks' modules, polars, pandas (pyarrow's first
-conversion of a Python value) and librdkafka's client: ~1.5 s of a worker's start on two cores,
+job/warm_up.py). A worker's first task imports the tasks' modules, polars and librdkafka's client
+(not pandas: worker_imports.arrow_without_pandas): ~1.5 s of a worker's start on two cores,
 which the job's first batch waited for after its planning. PySpark reuses a worker for the next
 tasks, so a first batch that comes after this runs on workers that have imported all of it."""
 
@@ -28,7 +28,6 @@ def warm_fn(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     from icesink.tasks.worker_imports import keep_zip_directories
 
     keep_zip_directories()
-    pa.scalar(0)  # pyarrow imports pandas at its first conversion of a Python value
     pyarrow.fs.ensure_s3_initialized()
     # Out of the collector's reach, which PySpark's daemon runs after each task (as the first
     # tasks' freeze_imports does; not counted among its freezes: those come after a first write).
