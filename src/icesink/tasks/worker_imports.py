@@ -39,7 +39,7 @@ class _NoPandas:
 def arrow_without_pandas() -> None:
     """pyarrow's first conversion of a Python value (`pa.array([...])`) imports pandas, when it is
     installed (PySpark's driver side needs it), to recognise pandas objects: ~35 MB of a worker's
-    ~320 and ~0.2 s of its start, for objects the tasks never make. Here that first conversion
+    ~320 and ~0.3 s of its start, for objects the tasks never make. Here that first conversion
     finds no pandas, which pyarrow then takes as not installed for the process: its conversions
     of lists, scalars and NumPy arrays are unchanged; one of a pandas object would be refused with
     an ImportError. Only in a process whose pyarrow has not looked for pandas yet; the tasks'
