@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 import pytest
 from pyspark.sql import SparkSession
 
-from dev.kit.changes import oracle, random_changes
+from dev.kit.changes import Change, oracle, random_changes
 from dev.kit.endpoints import NESSIE_URI
 from dev.kit.kafka import create_topics, end_offsets, produce, produce_keyed
 from dev.kit.scenario import Scenario
@@ -61,6 +61,16 @@ def nessie(nessie_catalog: None, scenario: Scenario) -> Scenario:
 def ids(spark: SparkSession, table: str) -> list[int]:
     spark.sql(f"REFRESH TABLE {table}")
     return sorted(r.id for r in spark.sql(f"SELECT id FROM {table}").collect())
+
+
+def holds_each_change_once(spark: SparkSession, table: str, changes: list[Change], topic: str) -> None:
+    """The changelog table (read again) equals the oracle of last changes, no key twice, and its
+    offsets are the topic's ends."""
+    spark.sql(f"REFRESH TABLE {table}")
+    state, rows = table_state(spark, table)
+    assert rows == len(state), "no key twice"
+    assert state == oracle(changes)
+    assert table_offsets(spark, table) == end_offsets(topic)
 
 
 def test_an_append_table_compacted_on_nessie_keeps_its_offsets_and_a_lost_checkpoint_adds_nothing_twice(
@@ -111,11 +121,7 @@ def test_a_changelog_table_on_nessie_through_a_crash_after_its_commit(
     resumed = run_cli(config)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     table = nessie.table("accounts")
-    spark.sql(f"REFRESH TABLE {table}")
-    state, rows = table_state(spark, table)
-    assert rows == len(state), "no key twice"
-    assert state == oracle(changes)
-    assert table_offsets(spark, table) == end_offsets(topic)
+    holds_each_change_once(spark, table, changes, topic)
     newest = snapshots(spark, table)[-1]["summary"]
     assert codec.OFFSETS_KEY in newest
 
@@ -223,12 +229,7 @@ def test_a_batch_that_meets_two_rewrites_on_nessie_waits_for_their_marker_and_co
     out = finish(job, log)
     assert job.returncode == 0, out[-3000:]
     assert "rewrites served alone hide its offsets; committing on top" in out, out[-3000:]
-    table_name = nessie.table("wallets")
-    spark.sql(f"REFRESH TABLE {table_name}")
-    state, rows = table_state(spark, table_name)
-    assert rows == len(state), "no key twice"
-    assert state == oracle(changes)
-    assert table_offsets(spark, table_name) == end_offsets(topic)
+    holds_each_change_once(spark, nessie.table("wallets"), changes, topic)
 
 
 def test_json_gaining_fields_on_nessie_evolves_the_table_and_a_bad_record_is_a_dead_letter(
