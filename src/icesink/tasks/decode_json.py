@@ -21,7 +21,8 @@ reader with the table's columns as its schema (`parsed_columns`, a third of the 
 what the record-at-a-time check refuses (a key the table lacks, at any depth; a value of another
 type; a long that is not an integer; a repeated key), and what it takes that the check would not
 (invalid UTF-8, NaN and infinities, a double of 2**53 or more, a negative zero, more or fewer
-objects than records) sends the batch the record-at-a-time way, which decides it as before.
+objects than records) sends the batch the record-at-a-time way, which decides it as before. A
+field-routed topic's batch has its routing field read first the same way (`parsed_field`).
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> 
     reader, equal to what `checked_array` makes of them a record at a time; None when Arrow's
     reader may not read them as that would (then the caller takes them a record at a time, which
     decides each as before)."""
-    table = _read_whole(columns, values)
+    schema = pa.schema([pa.field(c.name, c.arrow_type) for c in columns])
+    table = _read_whole(schema, values, "error")
     if table is None or table.num_rows != len(values):  # a value of two objects is not one row
         return None
     arrays = [table.column(i).combine_chunks() for i in range(len(columns))]
@@ -203,9 +205,22 @@ def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> 
     return arrays
 
 
-def _read_whole(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> pa.Table | None:
-    """`values` read by Arrow's JSON reader as one text, a line each, with the table's columns as
-    its schema and no other field; None for values it must not be given or refuses."""
+def parsed_field(field: pa.Field, values: Sequence[bytes]) -> pa.Array | None:
+    """One top-level field of every record of `values` (null where a record lacks it), read at once
+    by Arrow's JSON reader, the other fields read but not kept; None when the reader refuses a
+    record, or a value of the field is not of the field's type (not converted: a number is no
+    string). What it reads otherwise than Python's reader is the caller's to rule out: each
+    record it keeps must also pass `parsed_columns` (tasks/routed_json.py)."""
+    table = _read_whole(pa.schema([field]), values, "ignore")
+    if table is None or table.num_rows != len(values):
+        return None
+    return table.column(0).combine_chunks()
+
+
+def _read_whole(schema: pa.Schema, values: Sequence[bytes], unexpected: str) -> pa.Table | None:
+    """`values` read by Arrow's JSON reader as one text, a line each, with `schema` and, as
+    `unexpected` says, no other field (error) or others passed over (ignore); None for values it
+    must not be given or refuses."""
     if not values:
         return None
     raw = pa.array(values, pa.binary())
@@ -225,10 +240,7 @@ def _read_whole(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> pa.
             pa.py_buffer(text),
             # One block: a record spanning lines (whitespace between its tokens) is read whole.
             read_options=pa_json.ReadOptions(use_threads=False, block_size=len(text) + 1),
-            parse_options=pa_json.ParseOptions(
-                explicit_schema=pa.schema([pa.field(c.name, c.arrow_type) for c in columns]),
-                unexpected_field_behavior="error",
-            ),
+            parse_options=pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior=unexpected),
         )
     except (pa.ArrowException, ValueError):
         return None

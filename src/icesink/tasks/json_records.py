@@ -5,16 +5,14 @@ table (tasks/one_pass.py)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
 from icesink.tasks.route_judges import Judges
-from icesink.tasks.routing import RouteFilter, json_object_once
+from icesink.tasks.routed_json import ByValue, taken_whole
 from icesink.tasks.table_out import ORDER, REFUSED, TableOut
 
 
@@ -23,10 +21,14 @@ def json_records(
     judges: Judges | None = None,
 ) -> None:  # fmt: skip
     """Each record of `batch` into the rows of the JSON tables that take it (`by_topic`, within
-    their offsets), a record at a time; first to the `judges` of its topic, if any."""
+    their offsets), a record at a time; first to the `judges` of its topic, if any. A field-routed
+    topic's records whose tables take them a batch at a time are taken so first (tasks/routed_json.py)."""
+    routed = {topic: r for topic, tables in by_topic.items() if (r := ByValue.of(tables, outs)) is not None}
+    batch = taken_whole(batch, routed, outs, judges)
+    if not len(batch):
+        return
     columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]
     keys = batch.column("key").to_pylist() if "key" in batch.schema.names else [None] * len(batch)
-    routed = {topic: r for topic, tables in by_topic.items() if (r := _ByValue.of(tables, outs)) is not None}
     for topic, partition, offset, value, key in zip(*columns, keys, strict=True):
         if judges is not None:
             judges.record(topic, partition, offset, value)
@@ -43,44 +45,6 @@ def json_records(
             at = (topic, partition, offset)
             if not out.rows.add(value, at, key, routed=tables is not None):
                 _not_taken(out, i, value, at, decline)
-
-
-@dataclass(frozen=True)
-class _ByValue:
-    """The tables of a field-routed topic by the routing field's value: a record goes to those of
-    its value only, its field read once (not by each table in turn)."""
-
-    route: RouteFilter  # the field (the values: none)
-    by_value: dict[str, list[int]]
-
-    @classmethod
-    def of(cls, tables: list[int], outs: Mapping[int, TableOut]) -> _ByValue | None:
-        routes = {i: outs[i].table.route for i in tables if i in outs}
-        fields = {r.field if r is not None else None for r in routes.values()}
-        if len(fields) != 1 or None in fields:
-            return None
-        by_value: dict[str, list[int]] = defaultdict(list)
-        for i, r in routes.items():
-            assert r is not None
-            for v in r.values:
-                by_value[v].append(i)
-        field = fields.pop()
-        assert field is not None
-        return cls(RouteFilter(field, frozenset()), dict(by_value))
-
-    def tables(self, value: bytes | None) -> list[int] | None:
-        """The tables that take the record; None when each table must look (not a JSON object, a
-        field the tasks cannot spell as Spark would)."""
-        found = json_object_once(value) if value is not None else None
-        if found is None:
-            return None
-        spelled = self.route.spelled(found)
-        if spelled is False:
-            return None
-        return self.by_value.get(spelled, _NONE) if spelled is not None else _NONE
-
-
-_NONE: list[int] = []
 
 
 def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:

@@ -69,7 +69,8 @@ class DirectRows(CarriedRows):
         self._rows: list[tuple[Any, ...]] = []
         # Batches parsed whole (`_parsed_all`): each the row of `_rows` it goes before, and its columns.
         self._parsed: list[tuple[int, list[pa.Array]]] = []
-        # Only a table's plain JSON objects are parsed whole (not change events, shaped or routed records).
+        # Only a table's plain JSON objects are parsed whole here (not change events, shaped or routed
+        # records: a field-routed topic's are parsed whole by its routing, tasks/routed_json.py).
         self._parses = envelope is None and shape is None and route is None
         self._tombstones: list[bool] = []
         self._nothing = tuple(None for _ in columns)
@@ -84,6 +85,23 @@ class DirectRows(CarriedRows):
                 (n, n[len(SOURCE_PREFIX) :]) for n in self._order if n in synthetic and n.startswith(SOURCE_PREFIX)
             ]
             self._other_images: list[dict[str, Any]] = []  # the images the rows do not take, checked too
+
+    @property
+    def columns(self) -> tuple[DirectColumn, ...]:
+        return self._columns
+
+    @property
+    def takes_routed_whole(self) -> bool:
+        """Whether a caller that routed a field-routed topic's records may hand their rows over
+        parsed whole (`add_columns`): a plain JSON append table's."""
+        plain = self._envelope is None and self._shape is None and self._key is None
+        return plain and self._route is not None and not self._carry and self._key_column is None
+
+    def add_columns(self, columns: list[pa.Array]) -> None:
+        """Takes the rows of records routed to this table and parsed whole with its columns
+        (`decode_json.parsed_columns`: tasks/routed_json.py)."""
+        assert self.takes_routed_whole
+        self._parsed.append((len(self._rows), columns))
 
     @property
     def rows(self) -> int:

@@ -70,6 +70,16 @@ class _Judge:
         else:
             self._routed(partition, offset, spelled)
 
+    def counted(self, spelled: pa.Array, partitions: pa.Array, offsets: pa.Array) -> None:
+        """Plain JSON records whose field's values (`spelled`, none null) their tables read a batch
+        at a time (tasks/routed_json.py): each as `record` judges it."""
+        for value, count in zip(*pc.value_counts(spelled).flatten(), strict=True):
+            refused = self._refusal(value.as_py())
+            if refused is None:
+                self.found.values[value.as_py()] += count.as_py()
+            elif self._letters:
+                self._all(pa.table({"p": partitions, "o": offsets}).filter(pc.equal(spelled, value)), refused)
+
     def avro(self, batch: pa.RecordBatch, topic: AvroTopic) -> None:
         """A batch of Avro records, decoded with the writer schemas the topic was planned with
         (any other record, or one that does not decode: Spark's pass judges the topic)."""
@@ -209,6 +219,13 @@ class Judges:
             mine = self._judge(topic)
             if not mine.found.unsure:
                 mine.record(partition, offset, value)
+
+    def counted(self, topic: str, spelled: pa.Array, partitions: pa.Array, offsets: pa.Array) -> None:
+        """Plain JSON records of `topic` read a batch at a time (`_Judge.counted`)."""
+        if topic in self._routes:
+            mine = self._judge(topic)
+            if not mine.found.unsure:
+                mine.counted(spelled, partitions, offsets)
 
     @property
     def found(self) -> dict[str, TopicValues]:

@@ -1,0 +1,205 @@
+"""A field-routed topic's plain JSON records taken a batch at a time (tasks/routed_json.py, called by
+tasks/json_records.py): wherever it takes records, the tables' rows, their dead letters and
+declines, and the routing judges' findings are those of the record-at-a-time way (which
+tests/integration/test_direct_routing.py pins against Spark's path); whatever it cannot take
+alike, it leaves to that way."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from icesink.model import TableRef
+from icesink.routing import Route
+from icesink.tasks import json_records as json_records_module
+from icesink.tasks import routing
+from icesink.tasks.decode_json import DirectColumn
+from icesink.tasks.files import WriteTask
+from icesink.tasks.json_records import json_records
+from icesink.tasks.route_judges import Judges
+from icesink.tasks.routing import RouteFilter
+from icesink.tasks.storage import StorageSettings
+from icesink.tasks.table_out import REFUSED, DirectTable, TableOut
+
+DL = TableRef("raw", "dead_letters")
+CLICKS, BUYS, AUDIT = TableRef("raw", "clicks"), TableRef("raw", "buys"), TableRef("raw", "audit")
+ROUTE = Route(field="kind", values=(("click", (CLICKS,)), ("buy", (BUYS, AUDIT)), ("7", (CLICKS,))))
+COLUMNS = (DirectColumn("id", "long"), DirectColumn("kind", "string"), DirectColumn("n", "string"))
+# (name, route values, columns): buys and audit share a value; audit has a column the others lack.
+TABLES = [
+    ("clicks", {"click", "7"}, COLUMNS),
+    ("buys", {"buy"}, COLUMNS),
+    ("audit", {"buy"}, (*COLUMNS, DirectColumn("x", "double"))),
+]
+# The same with every table of the same columns: the batch parsed once for them all.
+SAME = [(name, values, COLUMNS) for name, values, _ in TABLES]
+GOOD = [
+    b'{"id": 1, "kind": "click", "n": "a"}',
+    b'{"id": 2, "kind": "buy", "n": "b"}',
+    b'{"kind": "click"}',
+    b'{"id": 3, "kind": "buy", "n": null}',
+    b'{\n "id": 4,\n "kind": "click"\n}',
+    b'{"id": 5, "kind": "refund", "why": [1, {"z": 2}]}',  # a value no table takes
+]
+
+
+def outs_of(tables: list[tuple[str, set[str], tuple[DirectColumn, ...]]] = TABLES,
+            takes: tuple[int, int] = (0, 99), field: str = "kind") -> dict[int, TableOut]:  # fmt: skip
+    found = {}
+    for i, (name, values, columns) in enumerate(tables):
+        schema = pa.schema([pa.field(c.name, c.arrow_type) for c in columns])
+        task = WriteTask(f"raw.{name}", schema, "file:///unused/", "q-00000001", storage=StorageSettings())
+        takes_of = {("t", p): takes for p in (0, 1)} | {("u", p): takes for p in (0, 1)}
+        table = DirectTable(task, columns, takes_of, False, route=RouteFilter(field, frozenset(values)))
+        found[i] = TableOut(table, 0)
+    return found
+
+
+def batch_of(values: list[bytes | None], topics: list[str] | None = None) -> pa.RecordBatch:
+    n = len(values)
+    return pa.RecordBatch.from_pydict({
+        "topic": topics or ["t"] * n, "partition": [i % 2 for i in range(n)], "offset": list(range(n)),
+        "value": pa.array(values, pa.binary()),
+    })  # fmt: skip
+
+
+def taken(
+    batches: list[pa.RecordBatch], whole: bool, monkeypatch: pytest.MonkeyPatch, judged: bool = True, **kw: Any
+) -> tuple[Any, ...]:
+    """What the tables and the judges made of `batches`: each table's rows (None: declined) and
+    dead letters, and the judges' findings; `whole`: with the batch-at-a-time way, or without it."""
+    with monkeypatch.context() as m:
+        if not whole:
+            m.setattr(json_records_module, "taken_whole", lambda batch, *_: batch)
+        outs = outs_of(**kw)
+        declined: set[int] = set()
+
+        def decline(i: int, frames: Any = None) -> None:
+            declined.add(i)
+            outs.pop(i)
+
+        by_topic = {"t": list(outs), "u": list(outs)}
+        judges = Judges({"t": ROUTE, "u": ROUTE}, DL) if judged else None
+        for batch in batches:
+            json_records(batch, by_topic, outs, decline, judges)
+        tables: dict[int, Any] = {}
+        for i in range(len(kw.get("tables", TABLES))):
+            try:
+                rows = outs[i].rows.take() if i not in declined else None  # type: ignore[union-attr]
+            except REFUSED:  # a value not of its column's type: the task declines the table
+                declined.add(i)
+            tables[i] = None if i in declined else (_plain(rows.to_pydict() if rows else {}), outs[i].letters)
+        found = {t: (dict(f.values), sorted(f.letters), f.unsure) for t, f in (judges.found if judges else {}).items()}
+        return tables, found
+
+
+def _plain(found: Any) -> Any:
+    """`found` with each NaN as a string: equal where the rows are."""
+    if isinstance(found, dict):
+        return {k: _plain(v) for k, v in found.items()}
+    if isinstance(found, list):
+        return [_plain(v) for v in found]
+    return "NaN" if isinstance(found, float) and math.isnan(found) else found
+
+
+def parses(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
+    """How many records the record-at-a-time way parsed (every look at a routed record goes
+    through tasks/routing.json_object_once)."""
+    count = [0]
+    real = routing.json_object
+
+    def counted(value: bytes | None) -> Any:
+        count[0] += 1
+        return real(value)
+
+    monkeypatch.setattr(routing, "json_object", counted)
+    return lambda: count[0]
+
+
+@pytest.mark.parametrize("tables", [TABLES, SAME], ids=["columns-apart", "columns-shared"])
+def test_a_routed_batch_is_taken_whole_as_a_record_at_a_time_takes_it(
+    tables: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batches = [batch_of(GOOD[:5]), batch_of(GOOD), batch_of(GOOD[:2])]
+    expected = taken(batches, False, monkeypatch, tables=tables)
+    count = parses(monkeypatch)
+    got = taken(batches, True, monkeypatch, tables=tables)
+    assert got == expected
+    assert count() == 1, "only the record of a value no table takes is parsed on its own"
+    rows, found = got
+    assert rows[0][0] == {"id": [1, None, 4, 1, None, 4, 1], "kind": ["click"] * 7, "n": ["a", None, None] * 2 + ["a"]}
+    assert len(rows[2][0]["id"]) == 5, "audit takes the buys too"
+    ((values, letters, unsure),) = found.values()
+    assert (values, unsure) == ({"click": 7, "buy": 5}, False)
+    assert [(x.offset, x.message) for x in letters] == [(5, "field kind = 'refund' matches none of the rule's values")]
+
+
+def test_without_judges_and_with_an_integer_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    tables = [("clicks", {"7"}, (DirectColumn("id", "long"), DirectColumn("code", "long")))]
+    records = [b'{"id": 1, "code": 7}', b'{"id": 2, "code": 8}', b'{"code": 7}']
+    kw: dict[str, Any] = {"tables": tables, "field": "code"}
+    expected = taken([batch_of(records)], False, monkeypatch, judged=False, **kw)
+    count = parses(monkeypatch)
+    assert taken([batch_of(records)], True, monkeypatch, judged=False, **kw) == expected
+    assert count() == 1, "the code 8 is another's"
+    assert expected[0][0][0] == {"id": [1, None], "code": [7, 7]}
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        b"not json", b'{"id": 6, "kind": null}', b'{"id": 6}', b'{"id": 6, "Kind": "click"}', b'{"kind": 7}',
+        b'{"kind": true}', b'{"kind": 7.5}', b'{"kind": "click", "kind": "buy"}', b'{"kind": "buy", "kind": "click"}',
+        b'{"kind": "click", "new": 1}', b'{"kind": "click", "id": "1"}', b'{"kind": "click", "n": "\xff"}',
+        b'{"kind": "click", "id": 1e2}', b'{"kind": "buy", "x": NaN}', b'{"kind": "buy", "x": -0}',
+        b'{"kind": "click"} {"kind": "click"}', b'{"kind": "cl\\u0069ck"}', b'{"schema": {}, "payload": {}}',
+        b'["click"]', b"", b'{"kind": "\\ud800"}', None,
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("tables", [TABLES, SAME], ids=["columns-apart", "columns-shared"])
+def test_a_record_in_doubt_is_decided_as_a_record_at_a_time_decides_it(
+    odd: bytes | None, tables: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for batch in ([*GOOD[:3], odd, *GOOD[3:]], [*GOOD[:3], odd]):
+        for judged in (True, False):
+            got = taken([batch_of(batch)], True, monkeypatch, judged=judged, tables=tables)
+            assert got == taken([batch_of(batch)], False, monkeypatch, judged=judged, tables=tables)
+
+
+@pytest.mark.parametrize("tables", [TABLES, SAME], ids=["columns-apart", "columns-shared"])
+def test_mangled_records_are_taken_whole_only_as_a_record_at_a_time_takes_them(
+    tables: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(36)
+    alphabet = b'{}[]",:0123456789.eE+-\\untrfasl \n\xff\xc3ckiby'
+    for _ in range(400):
+        records: list[bytes | None] = list(GOOD[:5])
+        at = rng.randrange(len(records))
+        record = bytearray(GOOD[at])
+        for _ in range(rng.randint(1, 3)):
+            where = rng.randrange(len(record) + 1)
+            kind = rng.randrange(3)
+            if kind == 0 and where < len(record):
+                record[where] = rng.choice(alphabet)
+            elif kind == 1 and where < len(record):
+                del record[where]
+            else:
+                record[where:where] = bytes([rng.choice(alphabet)])
+        records[at] = bytes(record)
+        batches = [batch_of(records)]
+        got = taken(batches, True, monkeypatch, tables=tables)
+        assert got == taken(batches, False, monkeypatch, tables=tables), bytes(record)
+
+
+def test_a_batch_of_two_topics_and_offsets_a_table_does_not_take(monkeypatch: pytest.MonkeyPatch) -> None:
+    mixed = batch_of([*GOOD, *GOOD], ["t"] * len(GOOD) + ["u"] * len(GOOD))
+    count = parses(monkeypatch)
+    assert taken([mixed], True, monkeypatch) == taken([mixed], False, monkeypatch)
+    assert count() == 1 + 1 + len(GOOD) * 2, "each topic's refund, then every record the other way"
+    # A table that takes only some of the batch's offsets: the record-at-a-time way passes over the others.
+    assert taken([mixed], True, monkeypatch, takes=(2, 5)) == taken([mixed], False, monkeypatch, takes=(2, 5))
