@@ -210,7 +210,7 @@ def parsed_field(field: pa.Field, values: Sequence[bytes]) -> pa.Array | None:
     by Arrow's JSON reader, the other fields read but not kept; None when the reader refuses a
     record, or a value of the field is not of the field's type (not converted: a number is no
     string). What it reads otherwise than Python's reader is the caller's to rule out: each
-    record it keeps must also pass `parsed_columns` (tasks/routed_json.py)."""
+    record it keeps must also pass `parsed_columns` (tasks/json_batches.py)."""
     table = _read_whole(pa.schema([field]), values, "ignore")
     if table is None or table.num_rows != len(values):
         return None

@@ -11,8 +11,8 @@ from typing import Any
 import pyarrow as pa
 
 from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
+from icesink.tasks.json_batches import ByValue, taken_whole
 from icesink.tasks.route_judges import Judges
-from icesink.tasks.routed_json import ByValue, taken_whole
 from icesink.tasks.table_out import ORDER, REFUSED, TableOut
 
 
@@ -21,10 +21,10 @@ def json_records(
     judges: Judges | None = None,
 ) -> None:  # fmt: skip
     """Each record of `batch` into the rows of the JSON tables that take it (`by_topic`, within
-    their offsets), a record at a time; first to the `judges` of its topic, if any. A field-routed
-    topic's records whose tables take them a batch at a time are taken so first (tasks/routed_json.py)."""
+    their offsets), a record at a time; first to the `judges` of its topic, if any. The records
+    whose tables take them a batch at a time are taken so first (tasks/json_batches.py)."""
     routed = {topic: r for topic, tables in by_topic.items() if (r := ByValue.of(tables, outs)) is not None}
-    batch = taken_whole(batch, routed, outs, judges)
+    batch = taken_whole(batch, by_topic, routed, outs, judges)
     if not len(batch):
         return
     columns = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset", "value")]

@@ -70,7 +70,7 @@ class DirectRows(CarriedRows):
         # Batches parsed whole (`_parsed_all`): each the row of `_rows` it goes before, and its columns.
         self._parsed: list[tuple[int, list[pa.Array]]] = []
         # Only a table's plain JSON objects are parsed whole here (not change events, shaped or routed
-        # records: a field-routed topic's are parsed whole by its routing, tasks/routed_json.py).
+        # records: those are parsed whole a topic at a time, tasks/json_batches.py).
         self._parses = envelope is None and shape is None and route is None
         self._tombstones: list[bool] = []
         self._nothing = tuple(None for _ in columns)
@@ -91,16 +91,21 @@ class DirectRows(CarriedRows):
         return self._columns
 
     @property
-    def takes_routed_whole(self) -> bool:
-        """Whether a caller that routed a field-routed topic's records may hand their rows over
-        parsed whole (`add_columns`): a plain JSON append table's."""
+    def routed(self) -> bool:
+        """Whether the table's records are of field-routed topics."""
+        return self._route is not None
+
+    @property
+    def takes_parsed(self) -> bool:
+        """Whether a caller may hand the table rows it parsed whole (`add_columns`): a plain JSON
+        append table's (of a field-routed topic, the caller routes the records)."""
         plain = self._envelope is None and self._shape is None and self._key is None
-        return plain and self._route is not None and not self._carry and self._key_column is None
+        return plain and not self._carry and self._key_column is None
 
     def add_columns(self, columns: list[pa.Array]) -> None:
-        """Takes the rows of records routed to this table and parsed whole with its columns
-        (`decode_json.parsed_columns`: tasks/routed_json.py)."""
-        assert self.takes_routed_whole
+        """Takes the rows of records parsed whole with the table's columns
+        (`decode_json.parsed_columns`: tasks/json_batches.py)."""
+        assert self.takes_parsed
         self._parsed.append((len(self._rows), columns))
 
     @property

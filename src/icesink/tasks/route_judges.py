@@ -72,7 +72,7 @@ class _Judge:
 
     def counted(self, spelled: pa.Array, partitions: pa.Array, offsets: pa.Array) -> None:
         """Plain JSON records whose field's values (`spelled`, none null) their tables read a batch
-        at a time (tasks/routed_json.py): each as `record` judges it."""
+        at a time (tasks/json_batches.py): each as `record` judges it."""
         for value, count in zip(*pc.value_counts(spelled).flatten(), strict=True):
             refused = self._refusal(value.as_py())
             if refused is None:

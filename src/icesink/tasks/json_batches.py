@@ -1,15 +1,20 @@
-"""A field-routed topic's plain JSON records into their tables a batch at a time, in a one-pass task
-(tasks/json_records.py takes the rest a record at a time).
+"""A one-pass task's plain JSON records into their tables a batch at a time, a topic at a time
+(a reader's batch may hold several topics); tasks/json_records.py takes the rest a record at a
+time, which decides each record as before.
 
-The routing field of every record of the topic's batch is read at once by Arrow's JSON reader
+A topic routed to its tables takes its batch whole when every one of its tables is a plain JSON
+append table taking every offset of the batch: each table's rows are parsed at once
+(decode_json.parsed_columns, which takes only rows the record-at-a-time decoder makes alike),
+once for tables of the same columns.
+
+A field-routed topic's routing field is read for the whole batch by Arrow's JSON reader
 (decode_json.parsed_field), spelled as Spark's cast spells it (tasks/routing.py), and each
-table's records are parsed whole with its columns (decode_json.parsed_columns, which takes only
-rows the record-at-a-time decoder makes alike); where the topic's tables have the same columns,
-the batch is parsed once with them, the field read from that parse. A value's records are taken so only when every
-table of the value takes plain JSON appends within the batch's offsets; a record whose field
-holds no value, a value the tasks cannot spell, any record either read refuses, sends the topic's
-whole batch the record-at-a-time way, which decides each record as before. Records of a value no
-table takes (another's, a dead letter of the routing) are left to that way too. Pure: no Spark.
+table's records are parsed whole with its columns; where the topic's tables have the same
+columns, the batch is parsed once with them, the field read from that parse. A value's records
+are taken so only when every table of the value takes them as above; a record whose field holds
+no value, a value the tasks cannot spell, any record either read refuses, sends the topic's
+batch the record-at-a-time way. Records of a value no table takes (another's, a dead letter of
+the routing) are left to that way too. Pure: no Spark.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from icesink.tasks.decode_json import parsed_columns, parsed_field
+from icesink.tasks.decode_json import DirectColumn, parsed_columns, parsed_field
 from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.route_judges import Judges
 from icesink.tasks.routing import RouteFilter, json_object_once, routable, spelled_column
@@ -67,38 +72,72 @@ NONE: list[int] = []
 
 
 def taken_whole(
-    batch: pa.RecordBatch, routed: Mapping[str, ByValue], outs: Mapping[int, TableOut], judges: Judges | None
-) -> pa.RecordBatch:
-    """Takes the records of `batch`'s field-routed topics (`routed`) that their tables can take a
-    batch at a time, each topic's apart (a reader's batch may hold several), and judges them
-    (`judges`); the records left, in their order (all of them when none was taken)."""
-    if not routed or not len(batch):
+    batch: pa.RecordBatch, by_topic: Mapping[str, list[int]], routed: Mapping[str, ByValue],
+    outs: Mapping[int, TableOut], judges: Judges | None,
+) -> pa.RecordBatch:  # fmt: skip
+    """Takes the records of `batch` that their tables (`by_topic`; by the routing field's value for
+    the `routed` topics) can take a batch at a time, and judges the routed ones (`judges`); the
+    records left, in their order (all of them when none was taken)."""
+    if not len(batch):
         return batch
-    topics = batch.column("topic")
-    found_topics = pc.unique(topics).to_pylist()
-    if len(found_topics) == 1:
-        by_value = routed.get(found_topics[0])
-        found = _topic_whole(batch, found_topics[0], by_value, outs, judges) if by_value is not None else None
-        return batch if found is None else batch.filter(pc.invert(found))
-    taken: pa.Array | None = None
-    for topic in found_topics:
+    taken: list[pa.Array] = []
+    for topic, at in _topics(batch.column("topic")):
+        mine = batch if at is None else batch.take(at)
         by_value = routed.get(topic)
-        if by_value is None:
-            continue
-        mine = pc.equal(topics, topic)
-        found = _topic_whole(batch.filter(mine), topic, by_value, outs, judges)
-        if found is not None:
-            # The topic's records taken, at their places in the batch.
-            at = pc.indices_nonzero(mine)
-            placed = pc.is_in(pa.array(range(len(batch)), pa.uint64()), value_set=at.filter(found))
-            taken = placed if taken is None else pc.or_(taken, placed)
-    return batch if taken is None else batch.filter(pc.invert(taken))
+        if by_value is not None:
+            found = _routed_whole(mine, topic, by_value, outs, judges)
+            if found is not None:
+                if at is None:
+                    return batch.filter(pc.invert(found))
+                taken.append(at.filter(found))
+        elif _topic_whole(mine, topic, by_topic.get(topic, NONE), outs):
+            if at is None:
+                return batch.slice(0, 0)
+            taken.append(at)
+    if not taken:
+        return batch
+    done = pc.is_in(pa.array(range(len(batch)), pa.int64()), value_set=pa.concat_arrays(taken))
+    return batch.filter(pc.invert(done))
 
 
-def _topic_whole(
+def _topics(topics: pa.Array) -> list[tuple[str, pa.Array | None]]:
+    """Each topic of a batch and its records' positions, ascending (None: the batch is one topic's)."""
+    first = topics[0].as_py()
+    if pc.all(pc.equal(topics, first)).as_py():
+        return [(first, None)]
+    found = (
+        pa.table({"t": topics, "i": pa.array(range(len(topics)), pa.int64())}).group_by("t").aggregate([("i", "list")])
+    )
+    return [(t, pa.array(sorted(at), pa.int64())) for t, at in zip(*found.to_pydict().values(), strict=True)]
+
+
+def _topic_whole(batch: pa.RecordBatch, topic: str, tables: list[int], outs: Mapping[int, TableOut]) -> bool:
+    """A topic's records taken a batch at a time by each of its tables (not field-routed)."""
+    covered = _covered(batch)
+    whole = [_whole(out) if _within(out, topic, covered) else None for i in tables if (out := outs.get(i))]
+    if not whole or None in whole or batch.column("value").null_count:
+        return False
+    records = batch.column("value").to_pylist()
+    parsed: dict[tuple[DirectColumn, ...], list[pa.Array] | None] = {}
+    for rows in whole:
+        assert rows is not None
+        if rows.columns not in parsed:
+            parsed[rows.columns] = parsed_columns(rows.columns, records)
+        if parsed[rows.columns] is None:
+            return False
+    for rows in whole:
+        assert rows is not None
+        columns = parsed[rows.columns]
+        assert columns is not None
+        rows.add_columns(columns)
+    return True
+
+
+def _routed_whole(
     batch: pa.RecordBatch, topic: str, by_value: ByValue, outs: Mapping[int, TableOut], judges: Judges | None
 ) -> pa.Array | None:
-    """One topic's records taken a batch at a time: which were (a mask), or None when none was."""
+    """A field-routed topic's records taken a batch at a time: which were (a mask), or None when
+    none was."""
     field = by_value.route.field
     whole = _whole_tables(by_value, outs, topic, batch)
     values = [v for v, tables in by_value.by_value.items() if all(i in whole for i in tables)]
@@ -157,15 +196,16 @@ def _whole_tables(
     return found
 
 
-def _whole(out: TableOut, field: str) -> DirectRows | None:
-    """The table's rows when they take routed records a batch at a time: a plain JSON append
-    table's, of a column `field`. Not a table of columns `schema` and `payload`: a routing judge
-    leaves such records to Spark's pass (they may be Connect JSON)."""
+def _whole(out: TableOut, field: str | None = None) -> DirectRows | None:
+    """The table's rows when they take its records a batch at a time: a plain JSON append table's;
+    with `field`, of a field-routed topic and with that column, but not a table of columns
+    `schema` and `payload` (a routing judge leaves such records to Spark's pass: they may be
+    Connect JSON)."""
     rows = out.rows
-    if not isinstance(rows, DirectRows) or not rows.takes_routed_whole:
+    if not isinstance(rows, DirectRows) or not rows.takes_parsed or rows.routed != (field is not None):
         return None
     names = {c.name for c in rows.columns}
-    return rows if field in names and not {"schema", "payload"} <= names else None
+    return rows if field is None or (field in names and not {"schema", "payload"} <= names) else None
 
 
 def _at(rows: DirectRows, field: str) -> int:

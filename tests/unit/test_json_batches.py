@@ -1,4 +1,4 @@
-"""A field-routed topic's plain JSON records taken a batch at a time (tasks/routed_json.py, called by
+"""A field-routed topic's plain JSON records taken a batch at a time (tasks/json_batches.py, called by
 tasks/json_records.py): wherever it takes records, the tables' rows, their dead letters and
 declines, and the routing judges' findings are those of the record-at-a-time way (which
 tests/integration/test_direct_routing.py pins against Spark's path); whatever it cannot take
@@ -17,7 +17,7 @@ import pytest
 from icesink.model import TableRef
 from icesink.routing import Route
 from icesink.tasks import json_records as json_records_module
-from icesink.tasks import routing
+from icesink.tasks import plain_rows, routing
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
 from icesink.tasks.json_records import json_records
@@ -36,6 +36,8 @@ TABLES = [
     ("buys", {"buy"}, COLUMNS),
     ("audit", {"buy"}, (*COLUMNS, DirectColumn("x", "double"))),
 ]
+# Tables of their topics' records (not field-routed): clicks of topic t, buys and audit of topic u.
+PLAIN_TOPICS = {"t": [0], "u": [1, 2]}
 # The same with every table of the same columns: the batch parsed once for them all.
 SAME = [(name, values, COLUMNS) for name, values, _ in TABLES]
 GOOD = [
@@ -49,13 +51,16 @@ GOOD = [
 
 
 def outs_of(tables: list[tuple[str, set[str], tuple[DirectColumn, ...]]] = TABLES,
-            takes: tuple[int, int] = (0, 99), field: str = "kind") -> dict[int, TableOut]:  # fmt: skip
+            takes: tuple[int, int] = (0, 99), field: str | None = "kind") -> dict[int, TableOut]:  # fmt: skip
+    """The tables' shares of a task: routed by `field`, or (None) tables of their topics'
+    records, each a topic's (`PLAIN_TOPICS`)."""
     found = {}
     for i, (name, values, columns) in enumerate(tables):
         schema = pa.schema([pa.field(c.name, c.arrow_type) for c in columns])
         task = WriteTask(f"raw.{name}", schema, "file:///unused/", "q-00000001", storage=StorageSettings())
         takes_of = {("t", p): takes for p in (0, 1)} | {("u", p): takes for p in (0, 1)}
-        table = DirectTable(task, columns, takes_of, False, route=RouteFilter(field, frozenset(values)))
+        route = RouteFilter(field, frozenset(values)) if field is not None else None
+        table = DirectTable(task, columns, takes_of, False, route=route)
         found[i] = TableOut(table, 0)
     return found
 
@@ -83,8 +88,8 @@ def taken(
             declined.add(i)
             outs.pop(i)
 
-        by_topic = {"t": list(outs), "u": list(outs)}
-        judges = Judges({"t": ROUTE, "u": ROUTE}, DL) if judged else None
+        by_topic = {"t": list(outs), "u": list(outs)} if kw.get("field", "kind") else PLAIN_TOPICS
+        judges = Judges({"t": ROUTE, "u": ROUTE}, DL) if judged and kw.get("field", "kind") else None
         for batch in batches:
             json_records(batch, by_topic, outs, decline, judges)
         tables: dict[int, Any] = {}
@@ -109,15 +114,20 @@ def _plain(found: Any) -> Any:
 
 def parses(monkeypatch: pytest.MonkeyPatch) -> Callable[[], int]:
     """How many records the record-at-a-time way parsed (every look at a routed record goes
-    through tasks/routing.json_object_once)."""
+    through tasks/routing.json_object_once; at another, through plain_rows' json_object)."""
     count = [0]
-    real = routing.json_object
 
-    def counted(value: bytes | None) -> Any:
-        count[0] += 1
-        return real(value)
+    def counting(module: Any) -> None:
+        real = module.json_object
 
-    monkeypatch.setattr(routing, "json_object", counted)
+        def counted(value: bytes | None) -> Any:
+            count[0] += 1
+            return real(value)
+
+        monkeypatch.setattr(module, "json_object", counted)
+
+    counting(routing)
+    counting(plain_rows)
     return lambda: count[0]
 
 
@@ -203,3 +213,50 @@ def test_a_batch_of_two_topics_and_offsets_a_table_does_not_take(monkeypatch: py
     assert count() == 1 + 1 + len(GOOD) * 2, "each topic's refund, then every record the other way"
     # A table that takes only some of the batch's offsets: the record-at-a-time way passes over the others.
     assert taken([mixed], True, monkeypatch, takes=(2, 5)) == taken([mixed], False, monkeypatch, takes=(2, 5))
+
+
+def test_tables_of_topics_take_each_topics_records_whole_as_a_record_at_a_time_takes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    records = [*GOOD[:5], b'{"id": 9, "n": "z", "kind": "any"}']
+    mixed = batch_of([*records, *records], ["t"] * len(records) + ["u"] * len(records))
+    batches = [batch_of(records), mixed, batch_of(records, ["u"] * len(records))]
+    count = parses(monkeypatch)
+    got = taken(batches, True, monkeypatch, field=None)
+    assert count() == 0, "every record parsed a batch and a topic at a time"
+    assert got == taken(batches, False, monkeypatch, field=None)
+    rows, _ = got
+    assert [len(rows[i][0]["id"]) for i in range(3)] == [12, 12, 12], "every record of its topics"
+    assert rows[2][0]["x"] == [None] * 12
+    # A topic with a record in doubt goes a record at a time; the other still whole.
+    poisoned = batch_of([*records, *records[:3], b'{"id": 1, "new": 2}'], ["t"] * len(records) + ["u"] * 4)
+    count = parses(monkeypatch)
+    got = taken([poisoned], True, monkeypatch, field=None)
+    assert count() == 4 + 4, "topic u's four records, by each of its two tables"
+    assert got == taken([poisoned], False, monkeypatch, field=None)
+    assert got[0][1] is None, "buys declined: a record of a new field"
+    # A table that does not take the batch's every offset: its topic a record at a time.
+    assert taken([mixed], True, monkeypatch, field=None, takes=(2, 5)) == taken(
+        [mixed], False, monkeypatch, field=None, takes=(2, 5)
+    )
+
+
+def test_mangled_records_of_a_topic_are_taken_whole_only_as_a_record_at_a_time_takes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rng = random.Random(37)
+    alphabet = b'{}[]",:0123456789.eE+-\\untrfasl \n\xff\xc3ckiby'
+    for _ in range(300):
+        records: list[bytes | None] = list(GOOD[:5])
+        at = rng.randrange(len(records))
+        record = bytearray(GOOD[at])
+        for _ in range(rng.randint(1, 3)):
+            where = rng.randrange(len(record) + 1)
+            if rng.randrange(2) and where < len(record):
+                record[where] = rng.choice(alphabet)
+            else:
+                record[where:where] = bytes([rng.choice(alphabet)])
+        records[at] = bytes(record)
+        batch = batch_of([*records, *GOOD[:5]], ["u"] * 5 + ["t"] * 5)
+        got = taken([batch], True, monkeypatch, field=None)
+        assert got == taken([batch], False, monkeypatch, field=None), bytes(record)
