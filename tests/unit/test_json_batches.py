@@ -1,8 +1,9 @@
-"""A field-routed topic's plain JSON records taken a batch at a time (tasks/json_batches.py, called by
-tasks/json_records.py): wherever it takes records, the tables' rows, their dead letters and
-declines, and the routing judges' findings are those of the record-at-a-time way (which
-tests/integration/test_direct_routing.py pins against Spark's path); whatever it cannot take
-alike, it leaves to that way."""
+"""A one-pass task's plain JSON records taken a batch and a topic at a time (tasks/json_batches.py,
+called by tasks/json_records.py), field-routed topics' and other topics': wherever it takes
+records, the tables' rows (an append table's, in any order), their dead letters and declines,
+and the routing judges' findings are those of the record-at-a-time way (which
+tests/integration/test_direct_routing.py and test_direct_json.py pin against Spark's path);
+whatever it cannot take alike, it leaves to that way."""
 
 from __future__ import annotations
 
@@ -98,9 +99,18 @@ def taken(
                 rows = outs[i].rows.take() if i not in declined else None  # type: ignore[union-attr]
             except REFUSED:  # a value not of its column's type: the task declines the table
                 declined.add(i)
-            tables[i] = None if i in declined else (_plain(rows.to_pydict() if rows else {}), outs[i].letters)
+            tables[i] = None if i in declined else (_rows(rows), outs[i].letters)
         found = {t: (dict(f.values), sorted(f.letters), f.unsure) for t, f in (judges.found if judges else {}).items()}
         return tables, found
+
+
+def _rows(batch: pa.RecordBatch | None) -> dict[str, list[Any]]:
+    """A table's rows as columns, the rows in a set order (an append table's have none)."""
+    if batch is None:
+        return {}
+    columns = _plain(batch.to_pydict())
+    rows = sorted(zip(*columns.values(), strict=True), key=repr)
+    return {name: [row[k] for row in rows] for k, name in enumerate(columns)}
 
 
 def _plain(found: Any) -> Any:
@@ -142,7 +152,7 @@ def test_a_routed_batch_is_taken_whole_as_a_record_at_a_time_takes_it(
     assert got == expected
     assert count() == 1, "only the record of a value no table takes is parsed on its own"
     rows, found = got
-    assert rows[0][0] == {"id": [1, None, 4, 1, None, 4, 1], "kind": ["click"] * 7, "n": ["a", None, None] * 2 + ["a"]}
+    assert rows[0][0] == {"id": [1, 1, 1, 4, 4, None, None], "kind": ["click"] * 7, "n": ["a"] * 3 + [None] * 4}
     assert len(rows[2][0]["id"]) == 5, "audit takes the buys too"
     ((values, letters, unsure),) = found.values()
     assert (values, unsure) == ({"click": 7, "buy": 5}, False)
@@ -260,3 +270,14 @@ def test_mangled_records_of_a_topic_are_taken_whole_only_as_a_record_at_a_time_t
         batch = batch_of([*records, *GOOD[:5]], ["u"] * 5 + ["t"] * 5)
         got = taken([batch], True, monkeypatch, field=None)
         assert got == taken([batch], False, monkeypatch, field=None), bytes(record)
+
+
+def test_interleaved_topics_and_a_record_that_makes_the_judge_unsure(monkeypatch: pytest.MonkeyPatch) -> None:
+    interleaved = batch_of([r for r in GOOD[:5] for _ in (0, 1)], [t for _ in GOOD[:5] for t in ("t", "u")])
+    assert taken([interleaved], True, monkeypatch) == taken([interleaved], False, monkeypatch)
+    assert taken([interleaved], True, monkeypatch, field=None) == taken([interleaved], False, monkeypatch, field=None)
+    # A record Spark's pass judges (Connect JSON's keys): the topic's findings are only that.
+    unsure = batch_of([b'{"schema": 1, "payload": 2, "kind": "refund"}', *GOOD[:2]])
+    got = taken([unsure], True, monkeypatch)
+    assert got == taken([unsure], False, monkeypatch)
+    assert got[1] == {"t": ({}, [], True)}

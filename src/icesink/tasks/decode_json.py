@@ -22,7 +22,7 @@ what the record-at-a-time check refuses (a key the table lacks, at any depth; a 
 type; a long that is not an integer; a repeated key), and what it takes that the check would not
 (invalid UTF-8, NaN and infinities, a double of 2**53 or more, a negative zero, more or fewer
 objects than records) sends the batch the record-at-a-time way, which decides it as before. A
-field-routed topic's batch has its routing field read first the same way (`parsed_field`).
+field-routed topic's routing field may be read alone first (`parsed_field`: tasks/json_batches.py).
 """
 
 from __future__ import annotations

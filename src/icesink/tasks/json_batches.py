@@ -2,19 +2,20 @@
 (a reader's batch may hold several topics); tasks/json_records.py takes the rest a record at a
 time, which decides each record as before.
 
-A topic routed to its tables takes its batch whole when every one of its tables is a plain JSON
-append table taking every offset of the batch: each table's rows are parsed at once
-(decode_json.parsed_columns, which takes only rows the record-at-a-time decoder makes alike),
-once for tables of the same columns.
+A topic whose records all go to its tables (not routed by a field) takes its batch whole when
+every one of its tables is a plain JSON append table taking every offset of the batch: each
+table's rows are parsed at once (decode_json.parsed_columns, which takes only rows the
+record-at-a-time decoder makes alike), once for tables of the same columns.
 
-A field-routed topic's routing field is read for the whole batch by Arrow's JSON reader
-(decode_json.parsed_field), spelled as Spark's cast spells it (tasks/routing.py), and each
-table's records are parsed whole with its columns; where the topic's tables have the same
-columns, the batch is parsed once with them, the field read from that parse. A value's records
+A field-routed topic's routing field is read for the whole batch by Arrow's JSON reader: where
+the topic's tables have the same columns, from one parse of the batch with them; else alone
+(decode_json.parsed_field), each table's records then parsed with its columns. The values are
+spelled as Spark's cast spells them (tasks/routing.py), and judged a batch at a time. A value's records
 are taken so only when every table of the value takes them as above; a record whose field holds
 no value, a value the tasks cannot spell, any record either read refuses, sends the topic's
 batch the record-at-a-time way. Records of a value no table takes (another's, a dead letter of
-the routing) are left to that way too. Pure: no Spark.
+the routing) are left to that way too. The rows taken whole come before those the other way
+takes in the same batch: an append table's rows have no order. Pure: no Spark.
 """
 
 from __future__ import annotations
@@ -90,7 +91,9 @@ def taken_whole(
                 if at is None:
                     return batch.filter(pc.invert(found))
                 taken.append(at.filter(found))
-        elif _topic_whole(mine, topic, by_topic.get(topic, NONE), outs):
+        elif (judges is None or not judges.judges(topic)) and _topic_whole(
+            mine, topic, by_topic.get(topic, NONE), outs
+        ):  # a judged topic is field-routed: its records are judged above or a record at a time
             if at is None:
                 return batch.slice(0, 0)
             taken.append(at)
@@ -105,17 +108,19 @@ def _topics(topics: pa.Array) -> list[tuple[str, pa.Array | None]]:
     first = topics[0].as_py()
     if pc.all(pc.equal(topics, first)).as_py():
         return [(first, None)]
-    found = (
-        pa.table({"t": topics, "i": pa.array(range(len(topics)), pa.int64())}).group_by("t").aggregate([("i", "list")])
-    )
-    return [(t, pa.array(sorted(at), pa.int64())) for t, at in zip(*found.to_pydict().values(), strict=True)]
+    positions = pa.table({"t": topics, "i": pa.array(range(len(topics)), pa.int64())})
+    found = positions.group_by("t", use_threads=False).aggregate([("i", "list")]).to_pydict()
+    return sorted((t, pa.array(sorted(at), pa.int64())) for t, at in zip(found["t"], found["i_list"], strict=True))
 
 
 def _topic_whole(batch: pa.RecordBatch, topic: str, tables: list[int], outs: Mapping[int, TableOut]) -> bool:
     """A topic's records taken a batch at a time by each of its tables (not field-routed)."""
+    mine = [out for i in tables if (out := outs.get(i)) is not None]
+    if not mine or batch.column("value").null_count:
+        return False
     covered = _covered(batch)
-    whole = [_whole(out) if _within(out, topic, covered) else None for i in tables if (out := outs.get(i))]
-    if not whole or None in whole or batch.column("value").null_count:
+    whole = [_whole(out) if _within(out, topic, covered) else None for out in mine]
+    if None in whole:
         return False
     records = batch.column("value").to_pylist()
     parsed: dict[tuple[DirectColumn, ...], list[pa.Array] | None] = {}
@@ -137,7 +142,7 @@ def _routed_whole(
     batch: pa.RecordBatch, topic: str, by_value: ByValue, outs: Mapping[int, TableOut], judges: Judges | None
 ) -> pa.Array | None:
     """A field-routed topic's records taken a batch at a time: which were (a mask), or None when
-    none was."""
+    the topic's batch is left to the record-at-a-time way."""
     field = by_value.route.field
     whole = _whole_tables(by_value, outs, topic, batch)
     values = [v for v, tables in by_value.by_value.items() if all(i in whole for i in tables)]

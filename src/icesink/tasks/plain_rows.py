@@ -70,7 +70,7 @@ class DirectRows(CarriedRows):
         # Batches parsed whole (`_parsed_all`): each the row of `_rows` it goes before, and its columns.
         self._parsed: list[tuple[int, list[pa.Array]]] = []
         # Only a table's plain JSON objects are parsed whole here (not change events, shaped or routed
-        # records: those are parsed whole a topic at a time, tasks/json_batches.py).
+        # records: a field-routed topic's are parsed whole where its routing is, tasks/json_batches.py).
         self._parses = envelope is None and shape is None and route is None
         self._tombstones: list[bool] = []
         self._nothing = tuple(None for _ in columns)

@@ -59,16 +59,21 @@ class _Judge:
         if found is None:
             why = json_problem(value) if value is not None else None
             if why is None:  # a null value, or text Spark may read: Spark's pass judges the topic
-                self.found.unsure = True
+                self._unsure()
             else:  # not decoded: a dead letter whatever the rule says
                 self.found.letters.append(Letter(self._topic, partition, offset, *why))
             return
         # Connect JSON: Spark's pass reads the field in the payload, by its schema.
         spelled = False if "schema" in found and "payload" in found else self._field.spelled(found)
         if spelled is False:
-            self.found.unsure = True
+            self._unsure()
         else:
             self._routed(partition, offset, spelled)
+
+    def _unsure(self) -> None:
+        """Spark's pass judges the topic: what the task found of it is no use (dropped, so that
+        the findings do not depend on which records were judged before)."""
+        self.found = TopicValues(Counter(), [], unsure=True)
 
     def counted(self, spelled: pa.Array, partitions: pa.Array, offsets: pa.Array) -> None:
         """Plain JSON records whose field's values (`spelled`, none null) their tables read a batch
@@ -94,7 +99,7 @@ class _Judge:
         except (pa.ArrowException, UnicodeError, OverflowError, ValueError):
             rows = None
         if rows is None:
-            self.found.unsure = True
+            self._unsure()
             return
         # By position after the two carried columns: the field may be named partition or offset.
         column = rows.column(2 + rows.column_names[2:].index(self._field.field))
@@ -220,8 +225,13 @@ class Judges:
             if not mine.found.unsure:
                 mine.record(partition, offset, value)
 
+    def judges(self, topic: str) -> bool:
+        """Whether the topic's records are judged (a field-routed topic's)."""
+        return topic in self._routes
+
     def counted(self, topic: str, spelled: pa.Array, partitions: pa.Array, offsets: pa.Array) -> None:
-        """Plain JSON records of `topic` read a batch at a time (`_Judge.counted`)."""
+        """Plain JSON records of `topic` read a batch at a time (`_Judge.counted`), their field
+        the topic's rule's."""
         if topic in self._routes:
             mine = self._judge(topic)
             if not mine.found.unsure:
