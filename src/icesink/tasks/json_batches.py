@@ -10,12 +10,12 @@ record-at-a-time decoder makes alike), once for tables of the same columns.
 A field-routed topic's routing field is read for the whole batch by Arrow's JSON reader: where
 the topic's tables have the same columns, from one parse of the batch with them; else alone
 (decode_json.parsed_field), each table's records then parsed with its columns. The values are
-spelled as Spark's cast spells them (tasks/routing.py), and judged a batch at a time. A value's records
-are taken so only when every table of the value takes them as above; a record whose field holds
-no value, a value the tasks cannot spell, any record either read refuses, sends the topic's
-batch the record-at-a-time way. Records of a value no table takes (another's, a dead letter of
-the routing) are left to that way too. The rows taken whole come before those the other way
-takes in the same batch: an append table's rows have no order. Pure: no Spark.
+spelled as Spark's cast spells them (tasks/routing.py), and judged a batch at a time. A value's
+records are taken so only when every table of the value takes them as above; a record whose
+field holds no value, a value the tasks cannot spell, any record either read refuses, sends the
+topic's batch the record-at-a-time way. Records of a value no table takes (another's, a dead
+letter of the routing) are left to that way too. The rows taken whole come before those the
+other way takes in the same batch: an append table's rows have no order. Pure: no Spark.
 """
 
 from __future__ import annotations
