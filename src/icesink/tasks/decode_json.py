@@ -146,14 +146,14 @@ def check(column: DirectColumn, values: Sequence[Any]) -> None:
         check(f, [v.get(f.name) for v in objects])
 
 
-def _doubles(column: DirectColumn, array: pa.Array) -> list[pa.Array]:
+def doubles_of(column: DirectColumn, array: pa.Array) -> list[pa.Array]:
     """The double columns of `array` (of `column`), at any depth, flattened."""
     flat = array.flatten() if column.array else array
     if column.kind == "double":
         return [flat]
     if column.kind != "struct":
         return []
-    return [d for i, f in enumerate(column.fields) for d in _doubles(f, flat.field(i))]
+    return [d for i, f in enumerate(column.fields) for d in doubles_of(f, flat.field(i))]
 
 
 def checked_array(column: DirectColumn, values: Sequence[Any]) -> pa.Array:
@@ -161,7 +161,7 @@ def checked_array(column: DirectColumn, values: Sequence[Any]) -> pa.Array:
     check(column, values)
     array = pa.array(values, column.arrow_type)
     # Infinity (or 1e999) is left to Spark; NaN is taken, as Spark takes it.
-    for doubles in _doubles(column, array):
+    for doubles in doubles_of(column, array):
         if pc.any(pc.is_inf(doubles)).as_py():
             raise DeclinedValueError(column.name)
     return array
@@ -195,12 +195,12 @@ def parsed_columns(columns: Sequence[DirectColumn], values: Sequence[bytes]) -> 
     reader may not read them as that would (then the caller takes them a record at a time, which
     decides each as before)."""
     schema = pa.schema([pa.field(c.name, c.arrow_type) for c in columns])
-    table = _read_whole(schema, values, "error")
+    table = read_whole(schema, values, "error")
     if table is None or table.num_rows != len(values):  # a value of two objects is not one row
         return None
     arrays = [table.column(i).combine_chunks() for i in range(len(columns))]
     for c, array in zip(columns, arrays, strict=True):
-        if array.type != c.arrow_type or any(_doubtful(d) for d in _doubles(c, array)):
+        if array.type != c.arrow_type or any(doubtful(d) for d in doubles_of(c, array)):
             return None
     return arrays
 
@@ -211,16 +211,16 @@ def parsed_field(field: pa.Field, values: Sequence[bytes]) -> pa.Array | None:
     record, or a value of the field is not of the field's type (not converted: a number is no
     string). What it reads otherwise than Python's reader is the caller's to rule out: each
     record it keeps must also pass `parsed_columns` (tasks/json_batches.py)."""
-    table = _read_whole(pa.schema([field]), values, "ignore")
+    table = read_whole(pa.schema([field]), values, "ignore")
     if table is None or table.num_rows != len(values):
         return None
     return table.column(0).combine_chunks()
 
 
-def _read_whole(schema: pa.Schema, values: Sequence[bytes], unexpected: str) -> pa.Table | None:
+def read_whole(schema: pa.Schema, values: Sequence[bytes], unexpected: str) -> pa.Table | None:
     """`values` read by Arrow's JSON reader as one text, a line each, with `schema` and, as
-    `unexpected` says, no other field (error) or others passed over (ignore); None for values it
-    must not be given or refuses."""
+    `unexpected` says, no other field (error), others passed over (ignore) or read too (infer);
+    None for values it must not be given or refuses."""
     if not values:
         return None
     raw = pa.array(values, pa.binary())
@@ -246,7 +246,7 @@ def _read_whole(schema: pa.Schema, values: Sequence[bytes], unexpected: str) -> 
         return None
 
 
-def _doubtful(doubles: pa.Array) -> bool:
+def doubtful(doubles: pa.Array) -> bool:
     """Whether Arrow's reader may have read these doubles otherwise than Python's: it spells NaN and
     the infinities more ways, takes an integer a double does not hold exactly (which
     `checked_array` leaves to Spark), and reads the integer -0 as -0.0 (Python's reader and

@@ -7,8 +7,9 @@ Debezium change events without Connect schemas (JsonConverter with schemas off) 
 too (`PlainEnvelope`): the row is the event's image (`after`, `before` for a delete) with the
 operation and source columns, as schema/envelope.py says; both images are checked against the
 table's columns, and an event Spark's path would make a dead letter (no op, another op, no image)
-declines. Plain JSON record keys (`decode.key_format: json`) fill the key column's struct
-(`DirectRows`' `key`). Pure: no Spark.
+declines; a batch of them is parsed whole where Arrow's reader takes it (tasks/plain_changes.py).
+Plain JSON record keys (`decode.key_format: json`) fill the key column's struct (`DirectRows`'
+`key`). Pure: no Spark.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from icesink.tasks.decode_json import (
     parsed_columns,
 )
 from icesink.tasks.json_shape import JsonShape
+from icesink.tasks.plain_changes import parsed_changes
 from icesink.tasks.routing import RouteFilter, json_object_once
 
 
@@ -69,9 +71,9 @@ class DirectRows(CarriedRows):
         self._rows: list[tuple[Any, ...]] = []
         # Batches parsed whole (`_parsed_all`): each the row of `_rows` it goes before, and its columns.
         self._parsed: list[tuple[int, list[pa.Array]]] = []
-        # Only a table's plain JSON objects are parsed whole here (not change events, shaped or routed
-        # records: a field-routed topic's are parsed whole where its routing is, tasks/json_batches.py).
-        self._parses = envelope is None and shape is None and route is None
+        # A table's plain JSON objects or change events are parsed whole here, not shaped or routed
+        # records (a field-routed topic's are parsed whole where its routing is, tasks/json_batches.py).
+        self._parses = shape is None and route is None
         self._tombstones: list[bool] = []
         self._nothing = tuple(None for _ in columns)
         self._key = key
@@ -120,7 +122,10 @@ class DirectRows(CarriedRows):
         present = [v for v in values if v is not None]
         if len(present) < len(values) and not tombstones:
             return False
-        parsed = parsed_columns(self._columns, present)
+        if self._envelope is None:
+            parsed = parsed_columns(self._columns, present)
+        else:
+            parsed = parsed_changes(self._columns, self._envelope, frozenset(self._image), present)
         if parsed is None:
             return False
         if len(present) < len(values):
