@@ -16,12 +16,16 @@ import pyarrow as pa
 import pytest
 
 from icesink.model import TableRef
+from icesink.modes import WriteMode
 from icesink.routing import Route
+from icesink.schema.envelope import EnvelopeSpec
 from icesink.tasks import json_records as json_records_module
 from icesink.tasks import plain_rows, routing
+from icesink.tasks.change_rows import ChangeSpec
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
 from icesink.tasks.json_records import json_records
+from icesink.tasks.plain_rows import PlainEnvelope
 from icesink.tasks.route_judges import Judges
 from icesink.tasks.routing import RouteFilter
 from icesink.tasks.storage import StorageSettings
@@ -281,3 +285,48 @@ def test_interleaved_topics_and_a_record_that_makes_the_judge_unsure(monkeypatch
     got = taken([unsure], True, monkeypatch)
     assert got == taken([unsure], False, monkeypatch)
     assert got[1] == {"t": ({}, [], True)}
+
+
+def test_a_topics_one_table_of_changes_takes_its_batch_whole_with_tombstones_and_keys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job of several JSON topics, one a Debezium topic into its changelog table (the capture of
+    a database, a topic per source table): its batches as the job's one table's."""
+    key = DirectColumn("_key", "struct", fields=(DirectColumn("id", "long"),))
+    columns = (DirectColumn("id", "long"), DirectColumn("n", "string"), DirectColumn("_op", "string"), key)
+    schema = pa.schema([pa.field(c.name, c.arrow_type) for c in columns])
+    changes = ChangeSpec(WriteMode.CHANGELOG, ("id",), "_op", "_key")
+    values = [
+        b'{"before": null, "after": {"id": 1, "n": "a"}, "op": "c", "source": {"lsn": 1}}',
+        b'{"before": {"id": 1, "n": "a"}, "after": {"id": 1, "n": "b"}, "op": "u", "ts_ms": 2}',
+        b'{"before": {"id": 1, "n": "b"}, "after": null, "op": "d"}',
+        None,  # the delete's tombstone
+    ]
+    batch = pa.RecordBatch.from_pydict({
+        "topic": ["d"] * 4, "partition": [0] * 4, "offset": [5, 6, 7, 8],
+        "value": pa.array(values, pa.binary()), "key": [b'{"id": 1}'] * 4,
+    })  # fmt: skip
+
+    def taken(whole: bool) -> Any:
+        with monkeypatch.context() as m:
+            if not whole:
+                m.setattr(json_records_module, "taken_whole", lambda batch, *_: batch)
+            task = WriteTask("raw.users", schema, "file:///unused/", "q-00000001", storage=StorageSettings())
+            decoder = PlainEnvelope(columns, EnvelopeSpec())
+            table = DirectTable(task, decoder, {("d", 0): (0, 99)}, changes=changes, key_column="_key", key_decoder=key)
+            # The users table first, then the plain topics' tables of outs_of, renumbered after it.
+            outs = {0: TableOut(table, 0), **{i + 1: out for i, out in outs_of(field=None).items()}}
+            json_records(batch, {"d": [0], **{t: [i + 1 for i in ids] for t, ids in PLAIN_TOPICS.items()}}, outs,
+                         lambda i, f=None: pytest.fail(f"table {i} declined"))  # fmt: skip
+            rows = outs[0].rows
+            assert rows is not None
+            found = rows.take()
+            assert found is not None
+            return found.to_pydict()
+
+    expected = taken(False)
+    count = parses(monkeypatch)
+    assert taken(True) == expected
+    assert count() == len(values), "only the record keys are parsed on their own (as the job's one table's)"
+    assert expected["_op"] == ["I", "U", "D", None]
+    assert expected["_key"] == [{"id": 1}] * 4

@@ -62,20 +62,37 @@ class CarriedRows:
         batch taken, when one is not taken (the caller declines the table, or takes the batch a
         record at a time with its dead letters), or is another table's (a field-routed table's
         records are taken one at a time)."""
+        if self.add_whole(values, coordinates, keys):
+            return True
+        row = self._row
+        mark = self._mark()
+        for value in values:
+            if not row(value):
+                self._rollback(mark)
+                return False
+        self._carry_all(coordinates, keys)
+        return True
+
+    def add_whole(
+        self, values: Sequence[bytes | None], coordinates: tuple[pa.Array, pa.Array, pa.Array] | None = None,
+        keys: Sequence[bytes | None] | None = None,
+    ) -> bool:  # fmt: skip
+        """`add_all` where the subclass parses the batch whole; else False and nothing taken (the
+        caller takes the records one at a time)."""
         if not self._parsed_all(values):
-            row = self._row
-            mark = self._mark()
-            for value in values:
-                if not row(value):
-                    self._rollback(mark)
-                    return False
+            return False
+        self._carry_all(coordinates, keys)
+        return True
+
+    def _carry_all(
+        self, coordinates: tuple[pa.Array, pa.Array, pa.Array] | None, keys: Sequence[bytes | None] | None
+    ) -> None:
         if self._carry:
             assert coordinates is not None
             self._coordinate_columns.append(coordinates)
         if self._key_column is not None:
             assert keys is not None
             self._keys += keys
-        return True
 
     def add_parsed(self, values: Sequence[bytes | None]) -> bool:
         """Takes every value of a batch of an append table at once (`parsed_columns`), or none

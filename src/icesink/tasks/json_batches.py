@@ -3,9 +3,11 @@
 time, which decides each record as before.
 
 A topic whose records all go to its tables (not routed by a field) takes its batch whole when
-every one of its tables is a plain JSON append table taking every offset of the batch: each
-table's rows are parsed at once (decode_json.parsed_columns, which takes only rows the
-record-at-a-time decoder makes alike), once for tables of the same columns.
+its tables take every offset of the batch: its one table as the job's one JSON table does
+(DirectRows.add_whole: plain objects or change events, of a table of changes, keys and
+tombstones too), several when each is a plain JSON append table: each table's rows are parsed
+at once (decode_json.parsed_columns, which takes only rows the record-at-a-time decoder makes
+alike), once for tables of the same columns.
 
 A field-routed topic's routing field is read for the whole batch by Arrow's JSON reader: where
 the topic's tables have the same columns, from one parse of the batch with them; else alone
@@ -31,7 +33,7 @@ from icesink.tasks.decode_json import DirectColumn, parsed_columns, parsed_field
 from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.route_judges import Judges
 from icesink.tasks.routing import RouteFilter, json_object_once, routable, spelled_column
-from icesink.tasks.table_out import TableOut
+from icesink.tasks.table_out import ORDER, TableOut
 
 
 @dataclass(frozen=True)
@@ -114,11 +116,20 @@ def _topics(topics: pa.Array) -> list[tuple[str, pa.Array | None]]:
 
 
 def _topic_whole(batch: pa.RecordBatch, topic: str, tables: list[int], outs: Mapping[int, TableOut]) -> bool:
-    """A topic's records taken a batch at a time by each of its tables (not field-routed)."""
+    """A topic's records taken a batch at a time by each of its tables (not field-routed): a
+    topic's one table as the job's one JSON table takes them (changes, keys and tombstones too),
+    several only if each is a plain JSON append table."""
     mine = [out for i in tables if (out := outs.get(i)) is not None]
-    if not mine or batch.column("value").null_count:
+    if not mine:
         return False
     covered = _covered(batch)
+    if len(mine) == 1 and isinstance(mine[0].rows, DirectRows) and _within(mine[0], topic, covered):
+        table = mine[0].table
+        coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
+        keys = batch.column("key").to_pylist() if table.key_column is not None else None
+        return mine[0].rows.add_whole(batch.column("value").to_pylist(), coordinates, keys)
+    if batch.column("value").null_count:
+        return False
     whole = [_whole(out) if _within(out, topic, covered) else None for out in mine]
     if None in whole:
         return False
