@@ -495,11 +495,18 @@ def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
     Spark's path, batch 1 is the first in one pass), as Avro rows with an operation column at the
     other (what the tasks decode differs; the files and the commit after them are the same; Avro
     Debezium events in one pass: test_direct_debezium.py), and at the first as plain JSON rows with
-    an operation column too (each batch of the task's records parsed whole: tasks/decode_json.py)."""
+    an operation column too (each batch of the task's records parsed whole: tasks/decode_json.py).
+    The Debezium events come with a second source table's, as a capture of a database writes
+    them (a topic per table, one job): each topic's batches parsed whole apart
+    (tasks/json_batches.py, tasks/plain_changes.py)."""
     topic = scenario.topic("ledger")
-    create_topics(topic, partitions=3)
+    orders = [scenario.topic("orders")] if shape == "debezium-json" else []
+    create_topics(topic, *orders, partitions=3)
     # Debezium's deletes are followed by tombstones (T); the other shapes have no record keys to delete by.
     changes = [c for c in random_changes(3_000, 300, 3, seed=11) if shape == "debezium-json" or c.op != "T"]
+    ordered = list(random_changes(600, 100, 3, seed=13))
+    for other in orders:
+        produce_keyed(other, plain_json_changes(ordered))
 
     def encode(changes: list[Change]) -> list[tuple[bytes | None, bytes | None, int]]:
         if shape == "json":
@@ -539,3 +546,8 @@ def test_a_crash_around_the_one_pass_changes_replays_without_doubling_or_losing(
     assert count == len(state), "no key twice"
     assert state == oracle(changes + more), "no delete lost, no update doubled"
     assert codec.decode(snapshots(spark, table)[-1]["summary"][codec.OFFSETS_KEY]) == end_offsets(topic)
+    for other in orders:
+        state, count = table_state(spark, scenario.table("orders"))
+        assert count == len(state), "no key twice"
+        assert state == oracle(ordered)
+        assert table_offsets(spark, scenario.table("orders")) == end_offsets(other)
