@@ -73,6 +73,7 @@ DOUBTFUL = [
     b'{"op": 1, "after": {"id": 1}}', b'{"op": "c", "after": {"id": 1},}', b"[]", b"", b"null",
     b'{"schema": {"type": "struct"}, "payload": {"op": "c", "after": {"id": 1}}}',
     event("c", None, ROW, {"lsn": 1, "x": 1}, ts_ms="a"),  # another top-level type: the reader refuses it
+    b'{"op": "c", "after": {"id": 1}, "x": ' + b"[" * 1100 + b"]" * 1100 + b"}",  # deeper than Python reads
 ]  # fmt: skip
 
 
@@ -159,3 +160,19 @@ def test_a_changelog_table_takes_a_batch_whole_with_its_tombstones_and_keys(monk
     assert count[0] == len(keys), "no event parsed on its own (the keys are)"
     assert expected["_key"][-1] == {"id": len(values) - 1}, "the tombstone: its key"
     assert expected["_op"][-1] is None
+
+
+def test_a_struct_source_column_takes_no_field_it_lacks() -> None:
+    meta = DirectColumn("_source_meta", "struct", fields=(DirectColumn("v", "string"),))
+    table = (DirectColumn("id", "long"), DirectColumn("_op", "string"), meta)
+    spec = EnvelopeSpec(source_columns=("meta",))
+    good = [b'{"op": "c", "after": {"id": 1}, "source": {"meta": {"v": "m"}, "db": "x"}}']
+    got = parsed_changes(table, spec, frozenset({"id"}), good)
+    assert got is not None
+    assert got[2].to_pylist() == [{"v": "m"}]
+    wider = [*good, b'{"op": "c", "after": {"id": 2}, "source": {"meta": {"v": "m", "w": 1}}}']
+    assert parsed_changes(table, spec, frozenset({"id"}), wider) is None, "refused a record at a time too"
+    rows = DirectRows(table, envelope=spec)
+    assert all(rows.add(v) for v in wider)
+    with pytest.raises(REFUSED):
+        rows.take()

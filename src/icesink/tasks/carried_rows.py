@@ -89,6 +89,7 @@ class CarriedRows:
     ) -> None:
         if self._carry:
             assert coordinates is not None
+            self._tuples_as_columns()
             self._coordinate_columns.append(coordinates)
         if self._key_column is not None:
             assert keys is not None
@@ -114,11 +115,20 @@ class CarriedRows:
 
     def _carried(self) -> Any:
         """The coordinates taken since the last call (tuples, or columns), None without `carry`."""
-        # A task adds a table's records one at a time or a batch at a time, never both (one_pass._take).
-        assert not (self._coordinates and self._coordinate_columns)
+        if self._coordinate_columns:
+            self._tuples_as_columns()
         carried = concatenated(self._coordinate_columns) if self._coordinate_columns else self._coordinates
         self._coordinates, self._coordinate_columns = [], []
         return carried if self._carry else None
+
+    def _tuples_as_columns(self) -> None:
+        """The coordinates taken a record at a time so far as columns, after those before: a table
+        whose records come both ways (a batch taken whole, the next a record at a time) keeps them
+        in the order its rows came."""
+        if self._coordinates:
+            topics, partitions, offsets = zip(*self._coordinates, strict=True)
+            self._coordinate_columns.append((pa.array(topics), pa.array(partitions), pa.array(offsets)))
+            self._coordinates = []
 
 
 def concatenated(columns: list[tuple[pa.Array, pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array, pa.Array]:

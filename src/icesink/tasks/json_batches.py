@@ -123,7 +123,12 @@ def _topic_whole(batch: pa.RecordBatch, topic: str, tables: list[int], outs: Map
     if not mine:
         return False
     covered = _covered(batch)
-    if len(mine) == 1 and isinstance(mine[0].rows, DirectRows) and _within(mine[0], topic, covered):
+    if (
+        len(mine) == 1
+        and isinstance(mine[0].rows, DirectRows)
+        and mine[0].rows.parses
+        and _within(mine[0], topic, covered)
+    ):
         table = mine[0].table
         coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
         keys = batch.column("key").to_pylist() if table.key_column is not None else None

@@ -62,7 +62,7 @@ def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> N
             decline(i)
             return
         # A record the rows did not take (none of the batch was): the batch a record at a time,
-        # its dead letters made, between flushes (the rows never hold both kinds of coordinates).
+        # its dead letters made, between flushes (its rows written apart from the batches taken whole).
         _one_at_a_time(batch, values, keys, out, i, decline)
         return
     if out.rows.add_parsed(values):

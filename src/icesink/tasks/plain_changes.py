@@ -24,6 +24,7 @@ from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
 from icesink.tasks.decode_json import DirectColumn, doubles_of, doubtful, read_whole
 
 _OPS = pa.array(sorted(OPS), pa.string())
+_DEPTH = 900
 _CODES = pa.array([OPS[op] for op in sorted(OPS)], pa.string())
 
 
@@ -59,6 +60,11 @@ def _read(
     struct = pa.struct([pa.field(c.name, c.arrow_type) for c in images])
     source = pa.struct([pa.field(name, c.arrow_type) for c, name in sources])
     schema = pa.schema([("before", struct), ("after", struct), ("op", pa.string()), ("source", source)])
+    raw = pa.array(values, pa.binary())
+    # The reader infers fields at any depth; the record-at-a-time way refuses an event nested past
+    # Python's reader's limit (~1,000): so many brackets (in strings too) leave the batch to it.
+    if values and pc.max(pc.add(pc.count_substring(raw, "{"), pc.count_substring(raw, "["))).as_py() > _DEPTH:
+        return None
     table = read_whole(schema, values, "infer")
     if table is None or table.num_rows != len(values):
         return None
@@ -81,10 +87,11 @@ def _images(images: list[DirectColumn], table: pa.Table, delete: pa.Array) -> di
 
 
 def _sources(sources: list[tuple[DirectColumn, str]], table: pa.Table) -> dict[str, pa.Array] | None:
-    """Each source column (None for a double in doubt)."""
+    """Each source column; None for a double in doubt, or a struct to which the reader added a
+    field (the record-at-a-time way refuses a field a struct column lacks)."""
     source = table.column("source").combine_chunks()
     found = {c.name: pc.struct_field(source, name) for c, name in sources}
     for c, _ in sources:
-        if any(doubtful(d) for d in doubles_of(c, found[c.name])):
+        if found[c.name].type != c.arrow_type or any(doubtful(d) for d in doubles_of(c, found[c.name])):
             return None
     return found

@@ -98,6 +98,11 @@ class DirectRows(CarriedRows):
         return self._route is not None
 
     @property
+    def parses(self) -> bool:
+        """Whether the table's batches may be parsed whole (`add_whole`): not shaped or routed."""
+        return self._parses
+
+    @property
     def takes_parsed(self) -> bool:
         """Whether a caller may hand the table rows it parsed whole (`add_columns`): a plain JSON
         append table's (of a field-routed topic, the caller routes the records)."""
