@@ -30,6 +30,7 @@ from icesink.tasks.route_judges import Judges
 from icesink.tasks.routing import RouteFilter
 from icesink.tasks.storage import StorageSettings
 from icesink.tasks.table_out import REFUSED, DirectTable, TableOut
+from tests.support.mangle import mangled
 
 DL = TableRef("raw", "dead_letters")
 CLICKS, BUYS, AUDIT = TableRef("raw", "clicks"), TableRef("raw", "buys"), TableRef("raw", "audit")
@@ -204,20 +205,10 @@ def test_mangled_records_are_taken_whole_only_as_a_record_at_a_time_takes_them(
     for _ in range(400):
         records: list[bytes | None] = list(GOOD[:5])
         at = rng.randrange(len(records))
-        record = bytearray(GOOD[at])
-        for _ in range(rng.randint(1, 3)):
-            where = rng.randrange(len(record) + 1)
-            kind = rng.randrange(3)
-            if kind == 0 and where < len(record):
-                record[where] = rng.choice(alphabet)
-            elif kind == 1 and where < len(record):
-                del record[where]
-            else:
-                record[where:where] = bytes([rng.choice(alphabet)])
-        records[at] = bytes(record)
+        records[at] = record = mangled(GOOD[at], rng, alphabet)
         batches = [batch_of(records)]
         got = taken(batches, True, monkeypatch, tables=tables)
-        assert got == taken(batches, False, monkeypatch, tables=tables), bytes(record)
+        assert got == taken(batches, False, monkeypatch, tables=tables), record
 
 
 def test_a_batch_of_two_topics_and_offsets_a_table_does_not_take(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -263,17 +254,10 @@ def test_mangled_records_of_a_topic_are_taken_whole_only_as_a_record_at_a_time_t
     for _ in range(300):
         records: list[bytes | None] = list(GOOD[:5])
         at = rng.randrange(len(records))
-        record = bytearray(GOOD[at])
-        for _ in range(rng.randint(1, 3)):
-            where = rng.randrange(len(record) + 1)
-            if rng.randrange(2) and where < len(record):
-                record[where] = rng.choice(alphabet)
-            else:
-                record[where:where] = bytes([rng.choice(alphabet)])
-        records[at] = bytes(record)
+        records[at] = record = mangled(GOOD[at], rng, alphabet)
         batch = batch_of([*records, *GOOD[:5]], ["u"] * 5 + ["t"] * 5)
         got = taken([batch], True, monkeypatch, field=None)
-        assert got == taken([batch], False, monkeypatch, field=None), bytes(record)
+        assert got == taken([batch], False, monkeypatch, field=None), record
 
 
 def test_interleaved_topics_and_a_record_that_makes_the_judge_unsure(monkeypatch: pytest.MonkeyPatch) -> None:

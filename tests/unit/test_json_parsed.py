@@ -17,6 +17,7 @@ from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.decode_json import DirectColumn, direct_columns, parsed_columns
 from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.table_out import REFUSED
+from tests.support.mangle import mangled
 
 INNER = StructType([StructField("os", StringType()), StructField("v", DoubleType())])
 SCHEMA = StructType(
@@ -120,24 +121,15 @@ def test_mangled_records_are_parsed_whole_only_into_the_rows_a_record_at_a_time_
     alphabet = b'{}[]",:0123456789.eE+-\\untrfasl \n\xff\xc3'
     parsed = 0
     for _ in range(1500):
-        record = bytearray(rng.choice(GOOD))
-        for _ in range(rng.randint(1, 3)):
-            at = rng.randrange(len(record) + 1)
-            kind = rng.randrange(3)
-            if kind == 0 and at < len(record):
-                record[at] = rng.choice(alphabet)
-            elif kind == 1 and at < len(record):
-                del record[at]
-            else:
-                record[at:at] = bytes([rng.choice(alphabet)])
-        batch = [GOOD[3], bytes(record)]
+        record = mangled(rng.choice(GOOD), rng, alphabet)
+        batch = [GOOD[3], record]
         got = parsed_columns(columns(), batch)
         if got is None:
             continue
         parsed += 1
         expected = one_at_a_time(list(batch))
-        assert expected is not None, bytes(record)
-        assert same(got, expected), bytes(record)
+        assert expected is not None, record
+        assert same(got, expected), record
     assert parsed > 100, "most mangled records are refused by both, but not all"
 
 

@@ -19,6 +19,7 @@ from icesink.tasks.decode_json import DirectColumn, direct_columns
 from icesink.tasks.plain_changes import parsed_changes
 from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.table_out import REFUSED
+from tests.support.mangle import mangled
 
 SPEC = EnvelopeSpec(source_columns=("lsn", "table"))
 TABLE = StructType([
@@ -110,24 +111,15 @@ def test_mangled_events_are_parsed_whole_only_into_the_rows_a_record_at_a_time_m
     alphabet = b'{}[]",:0123456789.eE+-\\untrfasl \n\xff\xc3cdopbefi'
     parsed = 0
     for _ in range(1500):
-        record = bytearray(rng.choice(GOOD))
-        for _ in range(rng.randint(1, 3)):
-            at = rng.randrange(len(record) + 1)
-            kind = rng.randrange(3)
-            if kind == 0 and at < len(record):
-                record[at] = rng.choice(alphabet)
-            elif kind == 1 and at < len(record):
-                del record[at]
-            else:
-                record[at:at] = bytes([rng.choice(alphabet)])
-        batch = [GOOD[2], bytes(record)]
+        record = mangled(rng.choice(GOOD), rng, alphabet)
+        batch = [GOOD[2], record]
         got = parsed_changes(columns(), SPEC, IMAGE, batch)
         if got is None:
             continue
         parsed += 1
         expected = one_at_a_time(batch)
-        assert expected is not None, bytes(record)
-        assert [g.to_pylist() for g in got] == [e.to_pylist() for e in expected], bytes(record)
+        assert expected is not None, record
+        assert [g.to_pylist() for g in got] == [e.to_pylist() for e in expected], record
     assert parsed > 100, "most mangled events are refused by both, but not all"
 
 

@@ -217,16 +217,25 @@ def parsed_field(field: pa.Field, values: Sequence[bytes]) -> pa.Array | None:
     return table.column(0).combine_chunks()
 
 
-def read_whole(schema: pa.Schema, values: Sequence[bytes], unexpected: str) -> pa.Table | None:
+def read_whole(
+    schema: pa.Schema, values: Sequence[bytes], unexpected: str, brackets: int | None = None
+) -> pa.Table | None:
     """`values` read by Arrow's JSON reader as one text, a line each, with `schema` and, as
     `unexpected` says, no other field (error), others passed over (ignore) or read too (infer);
-    None for values it must not be given or refuses."""
+    None for values it must not be given or refuses, or (with `brackets`) one holding more
+    brackets than that: nested maybe past what Python's reader reads (it counts those in strings
+    too)."""
     if not values:
         return None
     raw = pa.array(values, pa.binary())
     # Objects only: a value of another kind (a null first crashes Arrow's reader), framed by
     # Confluent's serializer, or with a byte order mark is left to orjson.
     if not pc.all(pc.and_(pc.starts_with(raw, "{"), pc.ends_with(raw, "}"))).as_py():
+        return None
+    if (
+        brackets is not None
+        and pc.max(pc.add(pc.count_substring(raw, "{"), pc.count_substring(raw, "["))).as_py() > brackets
+    ):
         return None
     try:
         raw.cast(pa.string())  # Arrow's reader takes invalid UTF-8 into a string; orjson refuses it

@@ -60,12 +60,9 @@ def _read(
     struct = pa.struct([pa.field(c.name, c.arrow_type) for c in images])
     source = pa.struct([pa.field(name, c.arrow_type) for c, name in sources])
     schema = pa.schema([("before", struct), ("after", struct), ("op", pa.string()), ("source", source)])
-    raw = pa.array(values, pa.binary())
     # The reader infers fields at any depth; the record-at-a-time way refuses an event nested past
-    # Python's reader's limit (~1,000): so many brackets (in strings too) leave the batch to it.
-    if values and pc.max(pc.add(pc.count_substring(raw, "{"), pc.count_substring(raw, "["))).as_py() > _DEPTH:
-        return None
-    table = read_whole(schema, values, "infer")
+    # Python's reader's limit (~1,000).
+    table = read_whole(schema, values, "infer", brackets=_DEPTH)
     if table is None or table.num_rows != len(values):
         return None
     # The source's other fields the reader adds to its struct (let pass); an image's, refused.
