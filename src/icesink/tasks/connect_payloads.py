@@ -8,7 +8,7 @@ other spelling is parsed whole, and its schema found by its text. Pure: no Spark
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -63,6 +63,23 @@ class Readers:
         if raw is not None and _parses_to(raw, schema):
             self.by_text[raw] = read
         return (read, payload) if read is not None else None
+
+    def payloads(self, values: Sequence[bytes]) -> tuple[Any, list[bytes]] | None:
+        """The reader of the one schema every record of `values` carries, laid out as JsonConverter
+        writes it, and their payloads' text; None when they are not all so, or its reader is None
+        (the caller takes them a record at a time)."""
+        if not values or self.payload(values[0]) is None:  # knows the first record's schema by its bytes
+            return None
+        raw = _raw_schema(values[0])
+        read = self.by_text.get(raw) if raw is not None else None
+        if raw is None or read is None:
+            return None
+        # `_lays_out` of each record, as one comparison of the bytes before its payload.
+        start = len(_HEAD) + len(raw) + len(_SPLIT)
+        head = values[0][:start]
+        if not all([v.startswith(head) and v.endswith(b"}") and len(v) > start for v in values]):
+            return None
+        return read, [v[start:-1] for v in values]
 
 
 def _lays_out(value: bytes, raw: bytes) -> bool:

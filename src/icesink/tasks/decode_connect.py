@@ -24,18 +24,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import (
-    DataType,
-    StringType,
-    StructType,
-)
+from pyspark.sql.types import StringType, StructType
 
-from icesink.schema.connect import ConnectSchemaError, Node, parse_schema
-from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeError, EnvelopeSpec, row_type
+from icesink.schema.connect import ConnectSchemaError, parse_schema
+from icesink.schema.envelope import EnvelopeError, EnvelopeSpec, row_type
 from icesink.schema.evolution import fits
 from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key
 from icesink.tasks.connect_payloads import Readers
-from icesink.tasks.connect_values import converted
+from icesink.tasks.connect_rows import SchemaRows
 from icesink.tasks.decode_json import DeclinedValueError
 
 
@@ -49,76 +45,7 @@ class DirectConnect:
     envelope: EnvelopeSpec | None = None
 
 
-# ---------------------------------------------------------------- a schema's rows
-
-
-class _Reader:
-    """The rows of one Connect schema's payloads in the table's columns."""
-
-    def __init__(self, root: Node, table: StructType, envelope: EnvelopeSpec | None) -> None:
-        self._fields = dict(root.fields)
-        self._table = table
-        self._envelope = envelope
-
-    def columns(self, payloads: Sequence[dict[str, Any]]) -> list[pa.Array]:
-        if self._envelope is None:
-            names = self._table.names
-            values = _fields_of(payloads, names)
-            return [self._column(self._fields, values[i], f.dataType, f.name) for i, f in enumerate(self._table.fields)]
-        return self._changes(payloads, self._envelope)
-
-    @staticmethod
-    def _column(fields: dict[str, Node], values: Sequence[Any], target: DataType, key: str) -> pa.Array:
-        found = fields.get(key)
-        if found is None:
-            return pa.nulls(len(values), to_arrow_type(target))
-        return converted(found, values, target)
-
-    def _changes(self, payloads: Sequence[dict[str, Any]], envelope: EnvelopeSpec) -> list[pa.Array]:
-        """A Debezium envelope's rows (schema/envelope.py row_type): the image (`before` for a
-        delete), the operation, the source fields."""
-        ops = [p.get("op") for p in payloads]
-        codes = [OPS.get(op) if type(op) is str else None for op in ops]
-        if None in codes:
-            raise DeclinedValueError("a change event without an op Debezium writes")
-        images = [p.get("before") if op == "d" else p.get("after") for p, op in zip(payloads, ops, strict=True)]
-        if not set(map(type, images)) <= {dict}:
-            raise DeclinedValueError("a change event without its row image")
-        source = self._fields.get("source")
-        source_fields = dict(source.fields) if source is not None else {}
-        sources = [p.get("source") for p in payloads]
-        if not set(map(type, sources)) <= {dict, type(None)}:
-            raise DeclinedValueError("a change event whose source is not an object")
-        image = self._fields.get("after") or self._fields["before"]
-        image_fields = dict(image.fields)
-        # Each column's values in one pass over the images (and the sources, for the source columns).
-        names = self._table.names
-        of_image = dict(zip(names, _fields_of(images, names), strict=True))
-        wanted = [n[len(SOURCE_PREFIX) :] for n in names if n.startswith(SOURCE_PREFIX)]
-        of_source = dict(zip(wanted, _fields_of(sources, wanted), strict=True))
-        out = []
-        for f in self._table.fields:
-            name = f.name[len(SOURCE_PREFIX) :] if f.name.startswith(SOURCE_PREFIX) else None
-            if f.name == envelope.operation_column:
-                out.append(pa.array(codes, pa.string()))
-            elif name is not None and name in source_fields:
-                out.append(self._column(source_fields, of_source[name], f.dataType, name))
-            else:
-                out.append(self._column(image_fields, of_image[f.name], f.dataType, f.name))
-        return out
-
-
-def _fields_of(objects: Sequence[dict[str, Any] | None], names: Sequence[str]) -> list[Sequence[Any]]:
-    """The values of each of `names` in `objects` (None where an object is None or lacks it), as
-    one list per name: one pass over the objects, the lookups in C."""
-    if not names:
-        return []
-    empty: dict[str, Any] = {}
-    rows = [tuple(map((o if o is not None else empty).get, names)) for o in objects]
-    return list(zip(*rows, strict=True)) if rows else [() for _ in names]
-
-
-def reader(text: bytes, decoder: DirectConnect) -> _Reader | None:
+def reader(text: bytes, decoder: DirectConnect) -> SchemaRows | None:
     """The reader of the records of Connect schema `text`, or None when its rows do not fit the
     table as it is (a new field, a wider or another type: Spark's path evolves the table or makes
     them dead letters), or it is not a schema Spark's path reads."""
@@ -137,24 +64,24 @@ def reader(text: bytes, decoder: DirectConnect) -> _Reader | None:
         before, after = parts.get("before"), parts.get("after")
         if before is not None and after is not None and before.result != after.result:
             return None  # Debezium's are one schema; two would each need their own columns
-    return _Reader(schema.root, decoder.table, decoder.envelope)
+    return SchemaRows(schema.root, decoder.table, decoder.envelope)
 
 
-Payload = tuple[_Reader | None, dict[str, Any] | None]  # a record's reader and payload (None, None: no row)
+Payload = tuple[SchemaRows | None, dict[str, Any] | None]  # a record's reader and payload (None, None: no row)
 
 
 def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
     """The rows of `payloads`, in their order, as the table's columns (a row of nulls where there
     is no reader), a schema's records at a time."""
-    groups: dict[int, tuple[_Reader | None, list[int]]] = {}
-    for i, (read, _) in enumerate(payloads):
-        groups.setdefault(id(read), (read, []))[1].append(i)
+    groups: dict[int, tuple[SchemaRows | None, list[int]]] = {}
+    for i, (rows, _) in enumerate(payloads):
+        groups.setdefault(id(rows), (rows, []))[1].append(i)
     parts = []
-    for read, at in groups.values():
-        if read is None:
+    for rows, at in groups.values():
+        if rows is None:
             arrays = [pa.nulls(len(at), to_arrow_type(f.dataType)) for f in table.fields]
         else:
-            arrays = read.columns([payloads[i][1] for i in at])  # type: ignore[misc]
+            arrays = rows.columns([payloads[i][1] for i in at])  # type: ignore[misc]
         parts.append(pa.Table.from_arrays([pa.array(at, pa.int64()), *arrays], names=["i", *table.names]))
     rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     if len(parts) > 1:
@@ -164,10 +91,11 @@ def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
 
 class ConnectRows(CarriedRows):
     """One table's rows from Connect JSON records, as tasks/plain_rows.DirectRows takes plain
-    JSON ones (`add` a record at a time, `take` the rows as Arrow), with the same `carry` and
-    `key_column`. With `key_decoder`, the record keys are Connect JSON too: the key column holds
-    their payloads' structs, and a key column of the table's (`keys`) that a row lacks takes the
-    record key's field of that name, as Spark's path fills it (changes.classify)."""
+    JSON ones (`add` a record at a time, `add_whole` a batch at a time, `take` the rows as Arrow),
+    with the same `carry` and `key_column`. With `key_decoder`, the record keys are Connect JSON
+    too: the key column holds their payloads' structs, and a key column of the table's (`keys`)
+    that a row lacks takes the record key's field of that name, as Spark's path fills it
+    (changes.classify)."""
 
     def __init__(
         self, decoder: DirectConnect, carry: bool = False, key_column: str | None = None,
@@ -177,15 +105,20 @@ class ConnectRows(CarriedRows):
         self._decoder = decoder
         self._readers = Readers(lambda text: reader(text, decoder))
         self._payloads: list[Payload] = []
+        # Batches read whole (`_parsed_all`): each the payload of `_payloads` it goes before, its
+        # columns and which of its rows are tombstones.
+        self._parsed: list[tuple[int, list[pa.Array], list[bool]]] = []
         self._key_decoder = key_decoder
         self._key_readers = Readers(lambda text: reader(text, key_decoder)) if key_decoder is not None else None
         self._from_key = [
             k for k in keys if k != key_column and key_decoder is not None and k in key_decoder.table.names
         ]
 
+    parses = True  # its batches may be read whole (tasks/json_batches.py)
+
     @property
     def rows(self) -> int:
-        return len(self._payloads)
+        return len(self._payloads) + sum(len(tombstones) for _, _, tombstones in self._parsed)
 
     def _mark(self) -> int:
         return len(self._payloads)
@@ -204,34 +137,85 @@ class ConnectRows(CarriedRows):
         self._payloads.append(found)
         return True
 
+    def _parsed_all(self, values: Sequence[bytes | None]) -> bool:
+        """Takes a batch whose records all carry one schema, laid out as JsonConverter writes them,
+        read whole (tombstones too, where the table takes them: rows of nulls)."""
+        present = [v for v in values if v is not None]
+        if not present or (len(present) < len(values) and not (self._carry and self._key_column is not None)):
+            return False
+        found = self._readers.payloads(present)
+        columns = found[0].parsed(found[1]) if found is not None else None
+        if columns is None:
+            return False
+        if len(present) < len(values):
+            index = _positions(values)
+            columns = [c.take(index) for c in columns]  # a tombstone's row: nulls
+        self._parsed.append((len(self._payloads), columns, [v is None for v in values]))
+        return True
+
+    def _columns_of(self) -> tuple[list[pa.Array], list[bool]]:
+        """The table's columns of the rows taken since the last call, in the order they came (the
+        records taken one at a time a schema at a time, the batches read whole as read), and
+        which rows are tombstones."""
+        payloads, self._payloads = self._payloads, []
+        parsed, self._parsed = self._parsed, []
+        table = self._decoder.table
+        pieces: list[list[pa.Array]] = []
+        tombstones: list[bool] = []
+        at = 0
+        for position, columns, flags in [*parsed, (len(payloads), [], [])]:
+            if position > at:
+                pieces.append(_columns(payloads[at:position], table))
+                tombstones += [read is None for read, _ in payloads[at:position]]
+            if flags:
+                pieces.append(columns)
+                tombstones += flags
+            at = position
+        if len(pieces) == 1:
+            return pieces[0], tombstones
+        return [pa.concat_arrays([p[k] for p in pieces]) for k in range(len(table))], tombstones
+
     def take(self) -> pa.RecordBatch | None:
         """The rows taken since the last call (see DirectRows.take)."""
-        if not self._payloads:
+        if not self._payloads and not self._parsed:
             return None
-        payloads, self._payloads = self._payloads, []
         table = self._decoder.table
         # A tombstone is a row of nulls: its key column is set from the key after.
-        arrays = _columns(payloads, table)
+        arrays, tombstones = self._columns_of()
         carried = self._carried()
         keys: Sequence[bytes | None] | pa.Array
         keys, self._keys = self._keys, []
         if self._key_decoder is not None:
             keys = self._key_structs(keys, self._key_decoder)
             fill_from_key(arrays, table.names, keys, self._from_key)
-        tombstones = [read is None for read, _ in payloads]
         return carried_columns(arrays, list(table.names), self._key_column, keys, carried, tombstones)
 
     def _key_structs(self, keys: Sequence[bytes | None], decoder: DirectConnect) -> pa.Array:
-        """The record keys' payloads as the key column's structs (null for a null key); raises
-        DeclinedValueError for a key that is not Connect JSON fitting the column (Spark's path: a
-        key error, a dead letter)."""
+        """The record keys' payloads as the key column's structs (null for a null key), read whole
+        where they may be; raises DeclinedValueError for a key that is not Connect JSON fitting the
+        column (Spark's path: a key error, a dead letter)."""
         assert self._key_readers is not None
-        found = [self._key_readers.payload(k) if k is not None else (None, None) for k in keys]
-        if any(f is None for f in found):
-            raise DeclinedValueError("a record key that is not Connect JSON of the key column's fields")
-        payloads = [f for f in found if f is not None]
-        columns = _columns(payloads, decoder.table)
+        present = [k for k in keys if k is not None]
+        found = self._key_readers.payloads(present)
+        columns = found[0].parsed(found[1]) if found is not None else None
+        if columns is not None and len(present) < len(keys):
+            index = _positions(keys)
+            columns = [c.take(index) for c in columns]
+        if columns is None:
+            payloads = [self._key_readers.payload(k) if k is not None else (None, None) for k in keys]
+            if any(p is None for p in payloads):
+                raise DeclinedValueError("a record key that is not Connect JSON of the key column's fields")
+            columns = _columns([p for p in payloads if p is not None], decoder.table)
         return pa.StructArray.from_arrays(
             columns, fields=[pa.field(f.name, c.type) for f, c in zip(decoder.table.fields, columns, strict=True)],
             mask=pa.array([k is None for k in keys], pa.bool_()),
         )  # fmt: skip
+
+
+def _positions(values: Sequence[bytes | None]) -> pa.Array:
+    """Each value's row among the values present (null for a missing one)."""
+    at, positions = 0, []
+    for v in values:
+        positions.append(at if v is not None else None)
+        at += v is not None
+    return pa.array(positions, pa.int64())

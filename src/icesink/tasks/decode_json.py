@@ -232,11 +232,12 @@ def read_whole(
     # Confluent's serializer, or with a byte order mark is left to orjson.
     if not pc.all(pc.and_(pc.starts_with(raw, "{"), pc.ends_with(raw, "}"))).as_py():
         return None
-    if (
-        brackets is not None
-        and pc.max(pc.add(pc.count_substring(raw, "{"), pc.count_substring(raw, "["))).as_py() > brackets
-    ):
-        return None
+    if brackets is not None:
+        # Only a value longer than `brackets` bytes may hold more (counting costs a pass each).
+        long = raw.filter(pc.greater(pc.binary_length(raw), brackets))
+        counts = pc.add(pc.count_substring(long, "{"), pc.count_substring(long, "["))
+        if len(long) and pc.max(counts).as_py() > brackets:
+            return None
     try:
         raw.cast(pa.string())  # Arrow's reader takes invalid UTF-8 into a string; orjson refuses it
     except pa.ArrowInvalid:

@@ -1,11 +1,11 @@
-"""A one-pass task's plain JSON records into their tables a batch at a time, a topic at a time
+"""A one-pass task's JSON records into their tables a batch at a time, a topic at a time
 (a reader's batch may hold several topics); tasks/json_records.py takes the rest a record at a
 time, which decides each record as before.
 
 A topic whose records all go to its tables (not routed by a field) takes its batch whole when
 its tables take every offset of the batch: its one table as the job's one JSON table does
-(DirectRows.add_whole: plain objects or change events, of a table of changes, keys and
-tombstones too), several when each is a plain JSON append table: each table's rows are parsed
+(add_whole: plain objects or change events, of a table of changes, keys and tombstones too;
+Connect JSON, tasks/decode_connect.py), several when each is a plain JSON append table: each table's rows are parsed
 at once (decode_json.parsed_columns, which takes only rows the record-at-a-time decoder makes
 alike), once for tables of the same columns.
 
@@ -123,12 +123,7 @@ def _topic_whole(batch: pa.RecordBatch, topic: str, tables: list[int], outs: Map
     if not mine:
         return False
     covered = _covered(batch)
-    if (
-        len(mine) == 1
-        and isinstance(mine[0].rows, DirectRows)
-        and mine[0].rows.parses
-        and _within(mine[0], topic, covered)
-    ):
+    if len(mine) == 1 and mine[0].rows is not None and mine[0].rows.parses and _within(mine[0], topic, covered):
         table = mine[0].table
         coordinates = tuple(batch.column(n) for n in ORDER) if table.changes is not None else None
         keys = batch.column("key").to_pylist() if table.key_column is not None else None
