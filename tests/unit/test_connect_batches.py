@@ -172,6 +172,18 @@ def test_a_record_in_doubt_leaves_its_batch_to_the_record_at_a_time_way(doubtful
     assert whole([GOOD[0], doubtful, GOOD[2]]) is None
 
 
+def test_an_envelope_schema_without_a_source_is_read_a_record_at_a_time() -> None:
+    schema = {**ENVELOPE, "fields": [f for f in ENVELOPE["fields"] if f["field"] != "source"]}
+    values: list[bytes | None] = [
+        ce.wrapped(schema, {"op": "c", "after": customer(1)}),
+        ce.wrapped(schema, {"op": "c", "after": customer(2), "source": 5}),
+    ]
+    assert whole(values) is None
+    assert one_at_a_time(values) is None, "a source that is not an object"
+    assert whole(values[:1]) is None
+    assert one_at_a_time(values[:1]) is not None
+
+
 def test_a_float_or_double_taken_whole_is_the_one_a_record_at_a_time_reads() -> None:
     values: list[bytes | None] = [
         _change(customer(1, ratio=v, score=w))

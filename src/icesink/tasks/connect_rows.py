@@ -36,7 +36,9 @@ class SchemaRows:
         self._whole = reads_whole(root)
         if envelope is not None:
             self._image = self._fields.get("after") or self._fields["before"]
-            self._whole = self._whole and "before" in self._fields and "after" in self._fields
+            # Read whole, a payload field the schema lacks is passed over: the record-at-a-time way
+            # checks that `source` is an object even then.
+            self._whole = self._whole and {"before", "after", "source"} <= self._fields.keys()
             source = self._fields.get("source")
             wanted = {n[len(SOURCE_PREFIX) :] for n in table.names if n.startswith(SOURCE_PREFIX)}
             self._source = None if source is None else replace(source, fields=tuple(
