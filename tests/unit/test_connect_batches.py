@@ -6,13 +6,15 @@ or decide otherwise, it leaves to it."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.types import DecimalType, IntegerType, StringType, StructField, StructType
 
 from icesink.schema.connect import parse_schema
 from icesink.schema.envelope import EnvelopeSpec, row_type
@@ -106,6 +108,9 @@ DOUBTFUL = [
     ce.change(ce.envelope_schema("shop.public.customers", [{**ROW[0], "default": 7}, *ROW[1:]]), "c", None,
               customer(1, id=None), 1),
     json.dumps({"id": 1}).encode(), b"{}", b"",
+    # Numbers Arrow's reader takes and Python's readers refuse, in fields no column holds.
+    _change(customer(1))[:-2] + b',"x":Inf}}', _change(customer(1)).replace(b'"zip":11', b'"zip":11,"q":-NaN'),
+    _change(customer(1)).replace(b'"db":"shop"', b'"db":"shop","x":[-Inf]'),
 ]  # fmt: skip
 
 
@@ -240,3 +245,52 @@ def test_batches_taken_whole_and_a_record_at_a_time_keep_their_order() -> None:
     everything = one_at_a_time([*first, *second, *third], keys_of(first) + keys_of(second) + keys_of(third))
     assert everything is not None
     assert {k: v for k, v in got.items() if k != "_key"} == {k: v for k, v in everything.items() if k != "_key"}
+
+
+def test_a_key_with_a_number_pythons_readers_refuse_is_refused() -> None:
+    values: list[bytes | None] = list(GOOD[:2])
+    keys: list[bytes | None] = [ce.wrapped(KEY, {"id": 1}), ce.wrapped(KEY, {"id": 2})[:-2] + b',"x":Inf}}']
+    found = rows()
+    assert found.add_whole(values, coordinates(2), keys)
+    with pytest.raises(REFUSED):
+        found.take()
+
+
+def plain(schema: dict[str, Any], table: StructType, payloads: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """An append table's rows of plain Connect records, a record at a time and read whole."""
+    values = [ce.wrapped(schema, p) for p in payloads]
+    one = ConnectRows(DirectConnect(table))
+    assert all(one.add(v) for v in values)
+    batch = one.take()
+    assert batch is not None
+    read = ConnectRows(DirectConnect(table))
+    taken = read.add_parsed(values)
+    return batch.to_pylist(), read.take().to_pylist() if taken else None  # type: ignore[union-attr]
+
+
+def test_a_schema_of_no_fields_gives_a_row_of_nulls_a_record_each() -> None:
+    table = StructType([StructField("a", IntegerType())])
+    one, whole_rows = plain({"type": "struct", "optional": False, "fields": []}, table, [{"a": 1}, {"a": 2}])
+    assert one == [{"a": None}, {"a": None}]
+    assert whole_rows == one
+
+
+def test_a_struct_field_the_tables_struct_lacks_is_passed_over_either_way() -> None:
+    inner = ce.struct("A", [ce.field("x", "string"), ce.field("y", "int32")], optional=True, field="a")
+    schema = ce.struct("V", [ce.field("id", "int32"), inner])
+    table = StructType(
+        [StructField("id", IntegerType()), StructField("a", StructType([StructField("x", StringType())]))]
+    )
+    one, whole_rows = plain(schema, table, [{"id": 1, "a": {"x": "s", "y": "not an int"}}])
+    assert one == [{"id": 1, "a": {"x": "s"}}]
+    assert whole_rows == one
+
+
+def test_a_decimal_of_38_digits_is_exact_either_way() -> None:
+    schema = ce.struct("V", [ce.decimal_field("d", 38, 2)])
+    table = StructType([StructField("d", DecimalType(38, 2))])
+    unscaled = 123456789012345678901234567891
+    text = base64.b64encode(unscaled.to_bytes(16, "big", signed=True).lstrip(b"\x00")).decode()
+    one, whole_rows = plain(schema, table, [{"d": text}, {"d": None}])
+    assert one == [{"d": Decimal("1234567890123456789012345678.91")}, {"d": None}]
+    assert whole_rows == one

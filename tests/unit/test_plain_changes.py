@@ -75,6 +75,7 @@ DOUBTFUL = [
     b'{"schema": {"type": "struct"}, "payload": {"op": "c", "after": {"id": 1}}}',
     event("c", None, ROW, {"lsn": 1, "x": 1}, ts_ms="a"),  # another top-level type: the reader refuses it
     b'{"op": "c", "after": {"id": 1}, "x": ' + b"[" * 1100 + b"]" * 1100 + b"}",  # deeper than Python reads
+    b'{"op": "c", "after": {"id": 1}, "source": {"lsn": 1, "x": Inf}}', b'{"op": "c", "after": {"id": 1}, "x": -NaN}',
 ]  # fmt: skip
 
 

@@ -42,7 +42,7 @@ def read_payloads(root: Node, payloads: Sequence[bytes]) -> pa.StructArray | Non
     table = read_whole(pa.schema(fields), payloads, "ignore", brackets=_DEPTH)
     if table is None or table.num_rows != len(payloads):
         return None
-    struct = pa.StructArray.from_arrays([c.combine_chunks() for c in table.columns], fields=fields)
+    struct = table.to_struct_array().combine_chunks()  # of as many rows as the table, columns or none
     return None if _doubts(root, struct) else struct
 
 

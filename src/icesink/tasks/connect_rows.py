@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from icesink.schema.connect import Node
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
@@ -29,21 +29,30 @@ class SchemaRows:
     both read as JSON types first (tasks/connect_values.read) and converted alike."""
 
     def __init__(self, root: Node, table: StructType, envelope: EnvelopeSpec | None) -> None:
-        self._root = root
-        self._fields = dict(root.fields)
         self._table = table
         self._envelope = envelope
-        self._whole = reads_whole(root)
-        if envelope is not None:
-            self._image = self._fields.get("after") or self._fields["before"]
-            # Read whole, a payload field the schema lacks is passed over: the record-at-a-time way
-            # checks that `source` is an object even then.
-            self._whole = self._whole and {"before", "after", "source"} <= self._fields.keys()
-            source = self._fields.get("source")
-            wanted = {n[len(SOURCE_PREFIX) :] for n in table.names if n.startswith(SOURCE_PREFIX)}
-            self._source = None if source is None else replace(source, fields=tuple(
-                (name, n) for name, n in source.fields if name in wanted
-            ))  # fmt: skip
+        # Only what the table's columns take is read, either way: a field of a struct the table's
+        # struct lacks (schema.evolution.fits lets it) is passed over, not type-checked.
+        self._root = pruned(root, table)
+        self._fields = dict(self._root.fields)
+        self._whole = reads_whole(self._root)
+        if envelope is None:
+            return
+        fields = dict(root.fields)
+        types = {f.name: f.dataType for f in table.fields}
+        self._image = pruned(fields.get("after") or fields["before"], table)
+        source = fields.get("source")
+        wanted = {n[len(SOURCE_PREFIX) :] for n in table.names if n.startswith(SOURCE_PREFIX)}
+        self._source = None if source is None else replace(source, fields=tuple(
+            (name, pruned(n, types[SOURCE_PREFIX + name])) for name, n in source.fields if name in wanted
+        ))  # fmt: skip
+        # Read whole: the images, the source (an object, as the record-at-a-time way checks even
+        # when no column takes a field of it) and the op; every other field is passed over.
+        self._whole = False
+        if {"before", "after"} <= fields.keys() and self._source is not None:
+            image, read = self._image, (("source", self._source), ("op", fields["op"]))
+            self._root = replace(root, fields=(("before", image), ("after", image), *read))
+            self._whole = reads_whole(self._root)
 
     def columns(self, payloads: Sequence[dict[str, Any]]) -> list[pa.Array]:
         if self._envelope is None:
@@ -116,3 +125,14 @@ def _column(fields: dict[str, Node], values: dict[str, pa.Array], target: Struct
     if found is None:
         return pa.nulls(rows, to_arrow_type(target.dataType))
     return converted(found, values[target.name], target.dataType)
+
+
+def pruned(n: Node, target: DataType) -> Node:
+    """Connect schema `n` with only the struct fields the column type `target` has, at any depth."""
+    if n.fields and isinstance(target, StructType):
+        types = {f.name: f.dataType for f in target.fields}
+        return replace(n, fields=tuple((name, pruned(child, types[name])) for name, child in n.fields if name in types))
+    if n.element is not None and isinstance(target, ArrayType | MapType):
+        inner = target.elementType if isinstance(target, ArrayType) else target.valueType
+        return replace(n, element=pruned(n.element, inner))
+    return n

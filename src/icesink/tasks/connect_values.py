@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Callable, Sequence
-from decimal import Decimal
+from decimal import Context, Decimal, Inexact
 from itertools import chain
 from typing import Any
 
@@ -59,6 +59,7 @@ _BOOLEANS: frozenset[type] = frozenset({bool, _NONE})
 _STRINGS: frozenset[type] = frozenset({str, _NONE})
 _DICTS: frozenset[type] = frozenset({dict, _NONE})
 _LISTS: frozenset[type] = frozenset({list, _NONE})
+_EXACT = Context(prec=100, traps=[Inexact])
 FLOAT_EXACT = 1 << 24  # an integer beyond it may round twice when read as a double, then a float
 
 # ---------------------------------------------------------------- 1. read: JSON values as Arrow
@@ -222,16 +223,15 @@ def _decimal(texts: pa.Array, n: Node) -> pa.Array:
     if unscaled and max(max(unscaled), -min(unscaled)) >= bound:
         raise DeclinedValueError(f"a Decimal beyond decimal({target.precision}, {target.scale})")
     arrow = pa.decimal128(target.precision, target.scale)
-    if bound > 1 << 63:  # beyond int64: a Decimal each
+    if bound > 1 << 63:  # beyond int64: a Decimal each, exact (the default context rounds to 28 digits)
         nulls = texts.is_null().to_pylist()
-        return pa.array(
-            [None if null else Decimal(u).scaleb(-n.scale) for u, null in zip(unscaled, nulls, strict=True)], arrow
-        )
+        exact = [None if null else Decimal(u).scaleb(-n.scale, _EXACT) for u, null in zip(unscaled, nulls, strict=True)]
+        return pa.array(exact, arrow)
     # decimal128's layout: 16 bytes of the unscaled value, little-endian two's complement.
     low = np.array(unscaled, np.int64)
     words = np.stack([low, low >> 63], axis=1)
-    valid = texts.is_valid().buffers()[1] if texts.null_count else None
-    return pa.Array.from_buffers(arrow, len(texts), [valid, pa.py_buffer(words.tobytes())], texts.null_count)
+    found = pa.Array.from_buffers(arrow, len(texts), [None, pa.py_buffer(words.tobytes())])
+    return pc.if_else(texts.is_valid(), found, pa.scalar(None, arrow)) if texts.null_count else found
 
 
 def _nano_time(a: pa.Array) -> pa.Array:

@@ -238,6 +238,8 @@ def read_whole(
         counts = pc.add(pc.count_substring(long, "{"), pc.count_substring(long, "["))
         if len(long) and pc.max(counts).as_py() > brackets:
             return None
+    if _nonfinite_tokens(raw):
+        return None
     try:
         raw.cast(pa.string())  # Arrow's reader takes invalid UTF-8 into a string; orjson refuses it
     except pa.ArrowInvalid:
@@ -254,6 +256,14 @@ def read_whole(
         )
     except (pa.ArrowException, ValueError):
         return None
+
+
+def _nonfinite_tokens(raw: pa.Array) -> bool:
+    """Whether a value may hold a number spelled `Inf`, `-Inf`, `NaN` or `-NaN` (or `Infinity`):
+    Arrow's reader takes the first and the last, which orjson and Python's reader refuse, and in a
+    field no column holds (passed over or inferred) no check of the columns' doubles sees them."""
+    suspects = raw.filter(pc.or_(pc.match_substring(raw, "Inf"), pc.match_substring(raw, "NaN")))
+    return bool(len(suspects)) and bool(pc.any(pc.match_substring_regex(suspects, r"[:,\[]\s*-?(Inf|NaN)")).as_py())
 
 
 def doubtful(doubles: pa.Array) -> bool:
