@@ -294,3 +294,19 @@ def test_a_decimal_of_38_digits_is_exact_either_way() -> None:
     one, whole_rows = plain(schema, table, [{"d": text}, {"d": None}])
     assert one == [{"d": Decimal("1234567890123456789012345678.91")}, {"d": None}]
     assert whole_rows == one
+
+
+@pytest.mark.parametrize(
+    ("y", "value"), [("int32", "not an int"), ("array", [1])], ids=["a value of another type", "an array"]
+)
+def test_a_struct_of_none_of_the_tables_fields_is_an_object_of_nulls_either_way(y: str, value: object) -> None:
+    field = ce.field("y", y, items={"type": "int32", "optional": True}) if y == "array" else ce.field("y", y)
+    schema = ce.struct("V", [ce.field("id", "int32"), ce.struct("A", [field], optional=True, field="a")])
+    table = StructType(
+        [StructField("id", IntegerType()), StructField("a", StructType([StructField("x", StringType())]))]
+    )
+    one, whole_rows = plain(schema, table, [{"id": 1, "a": {"y": value}}, {"id": 2, "a": None}])
+    assert one == [{"id": 1, "a": {"x": None}}, {"id": 2, "a": None}]
+    assert whole_rows == one
+    with pytest.raises(REFUSED):  # still an object, as before
+        plain(schema, table, [{"id": 3, "a": 5}])

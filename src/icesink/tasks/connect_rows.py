@@ -72,10 +72,10 @@ class SchemaRows:
     def parsed(self, payloads: Sequence[bytes]) -> list[pa.Array] | None:
         """`columns` of the payloads' text read whole (tasks/connect_batches.py); None where they
         are not read so, or a record is not one the table takes (decided a record at a time)."""
-        struct = read_payloads(self._root, payloads) if self._whole else None
-        if struct is None:
-            return None
         try:
+            struct = read_payloads(self._root, payloads) if self._whole else None
+            if struct is None:
+                return None
             if self._envelope is None:
                 return self._rows(struct)
             parts = dict(zip(struct.type.names, struct.flatten(), strict=True))

@@ -80,9 +80,14 @@ def _json_type(t: DataType) -> pa.DataType:
     raise DeclinedValueError(f"a value of type {t.simpleString()}")
 
 
+def is_struct(n: Node) -> bool:
+    """Whether `n` is a Connect struct (of no fields, too: connect_rows.pruned may leave none)."""
+    return n.logical is None and isinstance(n.parse, StructType)
+
+
 def read_type(n: Node) -> pa.DataType:
     """The Arrow type `read` gives the values of Connect schema `n` (a map's: keys as strings)."""
-    if n.fields:
+    if is_struct(n):
         return pa.struct([pa.field(name, read_type(child)) for name, child in n.fields])
     if n.element is not None:
         element = read_type(n.element)
@@ -130,7 +135,7 @@ def _struct_of(names: Sequence[str], children: Sequence[pa.Array], values: Seque
 def read(n: Node, values: Sequence[Any]) -> pa.Array:
     """Payload values (as orjson parsed them) of Connect schema `n` as `read_type(n)`, raising
     DeclinedValueError for one of another JSON type."""
-    if n.fields:
+    if is_struct(n):
         _require(values, _DICTS, "an object")
         names = [name for name, _ in n.fields]
         children = [read(child, _field(values, name)) for name, child in n.fields]
@@ -262,7 +267,7 @@ def converted(n: Node, array: pa.Array, target: DataType) -> pa.Array:
         out = _decimal(array, n)  # its base64 decoded there, with the value
     elif n.logical is not None:
         out = _LOGICAL[n.logical](_typed(n.parse, array))
-    elif n.fields:
+    elif is_struct(n):
         assert isinstance(target, StructType)
         return _struct(n, array, target)
     elif n.element is not None:
