@@ -7,7 +7,9 @@ row fits the table as it is (every field a column of the table, of a type the co
 `schema.evolution.fits`), so nothing here evolves a table. The values convert as Spark's path
 converts them (tasks/connect_values.py). A Debezium envelope becomes its row as for Avro
 (schema/envelope.py): the image, the operation column, the `_source_<name>` columns. Connect JSON
-record keys fill the key column with their payloads' structs (`ConnectRows`).
+record keys fill the key column with their payloads' structs (`ConnectRows`). A batch whose records
+carry one schema, laid out alike, is read whole by Arrow's JSON reader (tasks/connect_batches.py),
+else a record at a time (tasks/connect_rows.py holds both ways).
 
 As tasks/decode_json.py, a record that is not beyond doubt the row Spark's path would make (not
 Connect JSON, a schema that does not fit, a value not of its schema's type, a decimal that does
@@ -74,14 +76,14 @@ def _columns(payloads: Sequence[Payload], table: StructType) -> list[pa.Array]:
     """The rows of `payloads`, in their order, as the table's columns (a row of nulls where there
     is no reader), a schema's records at a time."""
     groups: dict[int, tuple[SchemaRows | None, list[int]]] = {}
-    for i, (rows, _) in enumerate(payloads):
-        groups.setdefault(id(rows), (rows, []))[1].append(i)
+    for i, (schema_rows, _) in enumerate(payloads):
+        groups.setdefault(id(schema_rows), (schema_rows, []))[1].append(i)
     parts = []
-    for rows, at in groups.values():
-        if rows is None:
+    for schema_rows, at in groups.values():
+        if schema_rows is None:
             arrays = [pa.nulls(len(at), to_arrow_type(f.dataType)) for f in table.fields]
         else:
-            arrays = rows.columns([payloads[i][1] for i in at])  # type: ignore[misc]
+            arrays = schema_rows.columns([payloads[i][1] for i in at])  # type: ignore[misc]
         parts.append(pa.Table.from_arrays([pa.array(at, pa.int64()), *arrays], names=["i", *table.names]))
     rows = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     if len(parts) > 1:
