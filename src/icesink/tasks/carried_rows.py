@@ -174,3 +174,13 @@ def carried_columns(
             ]
         arrays, names = [*carried, *arrays], ["topic", "partition", "offset", TOMBSTONE, *names]
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def present_positions(values: Sequence[bytes | None]) -> pa.Array:
+    """Each value's row among the values present (null for a missing one: a tombstone's row of
+    nulls, taken from the rows read of the others)."""
+    at, positions = 0, []
+    for v in values:
+        positions.append(at if v is not None else None)
+        at += v is not None
+    return pa.array(positions, pa.int64())

@@ -31,7 +31,7 @@ from pyspark.sql.types import StringType, StructType
 from icesink.schema.connect import ConnectSchemaError, parse_schema
 from icesink.schema.envelope import EnvelopeError, EnvelopeSpec, row_type
 from icesink.schema.evolution import fits
-from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key
+from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key, present_positions
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_rows import SchemaRows
 from icesink.tasks.decode_json import DeclinedValueError
@@ -150,7 +150,7 @@ class ConnectRows(CarriedRows):
         if columns is None:
             return False
         if len(present) < len(values):
-            index = _positions(values)
+            index = present_positions(values)
             columns = [c.take(index) for c in columns]  # a tombstone's row: nulls
         self._parsed.append((len(self._payloads), columns, [v is None for v in values]))
         return True
@@ -201,7 +201,7 @@ class ConnectRows(CarriedRows):
         found = self._key_readers.payloads(present)
         columns = found[0].parsed(found[1]) if found is not None else None
         if columns is not None and len(present) < len(keys):
-            index = _positions(keys)
+            index = present_positions(keys)
             columns = [c.take(index) for c in columns]
         if columns is None:
             payloads = [self._key_readers.payload(k) if k is not None else (None, None) for k in keys]
@@ -212,12 +212,3 @@ class ConnectRows(CarriedRows):
             columns, fields=[pa.field(f.name, c.type) for f, c in zip(decoder.table.fields, columns, strict=True)],
             mask=pa.array([k is None for k in keys], pa.bool_()),
         )  # fmt: skip
-
-
-def _positions(values: Sequence[bytes | None]) -> pa.Array:
-    """Each value's row among the values present (null for a missing one)."""
-    at, positions = 0, []
-    for v in values:
-        positions.append(at if v is not None else None)
-        at += v is not None
-    return pa.array(positions, pa.int64())

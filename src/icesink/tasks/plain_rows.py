@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
-from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key
+from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key, present_positions
 from icesink.tasks.decode_json import (
     DeclinedValueError,
     DirectColumn,
@@ -134,11 +134,7 @@ class DirectRows(CarriedRows):
         if parsed is None:
             return False
         if len(present) < len(values):
-            at, positions = 0, []
-            for v in values:
-                positions.append(at if v is not None else None)
-                at += v is not None
-            index = pa.array(positions, pa.int64())
+            index = present_positions(values)
             parsed = [a.take(index) for a in parsed]  # a tombstone's row: nulls
         self._parsed.append((len(self._rows), parsed))
         if self._carry:
