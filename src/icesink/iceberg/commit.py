@@ -152,9 +152,8 @@ def pending_update(
     delta = target.newRowDelta()
     for f in data:
         delta.addRows(described.data_file(f))
-    ids = described.field_ids(key_columns)
     for f in deletes:
-        delta.addDeletes(described.equality_deletes(f, ids))
+        delta.addDeletes(described.equality_deletes(f, key_columns))
     return delta
 
 

@@ -1,55 +1,61 @@
 """Iceberg's descriptions of the Parquet files a batch wrote (DataFile, equality DeleteFile), for
-the commit (iceberg/commit.py): built through py4j with the metrics of the footers the writers
-sent along, so the commit reads nothing from storage.
+the commit (iceberg/commit.py), with the metrics of the footers the writers sent along, so the
+commit reads nothing from storage.
+
+A file is described from JSON (`ContentFileParser.fromJson`: four py4j calls) whose metrics this
+process reads from the footer as Iceberg would (footer_metrics.py); a file that reading declines
+goes through Iceberg's builders and footer reader (~14 calls). What the JSON needs of the table
+(its columns' metrics modes, its partition fields' types) is asked once per table version, not
+per commit.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import re
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
-from icesink.iceberg.jvm import JavaObject, jvm
+from icesink.iceberg import footer_metrics
+from icesink.iceberg.jvm import JavaObject, java_list, jvm
 from icesink.model import WrittenFile
 
 log = logging.getLogger(__name__)
 
 
 class Described:
-    """Iceberg's descriptions of the Parquet files a batch wrote, with the metrics of their footers
-    (as the writers sent them, so the commit reads nothing from storage)."""
+    """Iceberg's descriptions of the Parquet files a batch wrote to one table, for one commit (a
+    commit's thread is its only user)."""
 
-    def __init__(self, spark: SparkSession, table: JavaObject) -> None:
-        self._spark = spark
+    def __init__(self, spark: SparkSession, table: JavaObject, from_footers: bool = True) -> None:
+        """`from_footers`: the metrics read here from the footers, where this reading takes them;
+        else by Iceberg's reader, through its builders."""
         self._jvm = jvm(spark)
+        self._gateway: Any = spark.sparkContext._gateway
         self._java = java_members(self._jvm)
-        self._metrics_config = self._java.metrics_config(table)
-        self._io = table.io()
+        self._from_footers = from_footers
+        self._table = table
         self._spec = table.spec()
-        self._partitioned = bool(self._spec.isPartitioned())
         self._schema = table.schema()
+        self._facts = _facts_of(self._java, table, self._schema, self._spec)
+        self._partitioned = self._facts.partitioned
+        self._metrics_config: JavaObject | None = None
         self._footers: JavaObject | None = None
         self._partitions: dict[tuple[str | None, ...], JavaObject] = {}  # a data file's, by its values
 
-    def _metrics(self, f: WrittenFile) -> JavaObject:
-        # From the footer the writer sent along (no read of the file); a file without one is read.
-        java = self._java
-        options = parquet_read_options(self._jvm) if f.footer else None
-        if options is None:
-            source = java.in_memory_file(f.footer) if f.footer else self._io.newInputFile(f.path)
-            return java.file_metrics(source, self._metrics_config)
-        # A footer-only file: PAR1, the footer, its 4-byte length, PAR1.
-        if self._footers is None:  # one per commit: a commit's thread is its only user
-            self._footers = _parquet(self._jvm).format.converter.ParquetMetadataConverter(options)
-        footer = self._footers.readParquetMetadata(java.byte_stream(f.footer, 4, len(f.footer) - 12))
-        return java.footer_metrics(footer, java.empty_stream(), self._metrics_config)
-
     def data_file(self, f: WrittenFile) -> JavaObject:
+        described = self._from_json(f, None)
+        if described is not None:
+            if self._partitioned:
+                self._partitions.setdefault(f.partition, described)
+            return described
         java = self._java
         builder = (
             java.data_file_builder(self._spec)
@@ -64,17 +70,18 @@ class Described:
         self._partitions.setdefault(f.partition, built)
         return built
 
-    def field_ids(self, columns: Sequence[str]) -> JavaObject:
-        """The field ids of `columns` as a Java int[]."""
-        ids = self._spark.sparkContext._gateway.new_array(self._jvm.int, len(columns))  # type: ignore[union-attr]
-        for i, k in enumerate(columns):
-            ids[i] = self._schema.findField(k).fieldId()
-        return ids
-
-    def equality_deletes(self, f: WrittenFile, ids: JavaObject) -> JavaObject:
+    def equality_deletes(self, f: WrittenFile, columns: Sequence[str]) -> JavaObject:
+        """The equality delete file `f`, of the key `columns`."""
+        ids = self._facts.field_ids(self._schema, columns)
+        described = self._from_json(f, ids)
+        if described is not None:
+            return described
+        java_ids = self._gateway.new_array(self._jvm.int, len(ids))
+        for i, field_id in enumerate(ids):
+            java_ids[i] = field_id
         builder = (
             self._java.delete_file_builder(self._spec)
-            .ofEqualityDeletes(ids)
+            .ofEqualityDeletes(java_ids)
             .withPath(f.path)
             .withFormat(self._java.parquet)
             .withFileSizeInBytes(f.file_size)
@@ -84,6 +91,46 @@ class Described:
         if self._partitioned:
             builder = builder.withPartition(self._partition(f.partition))
         return builder.build()
+
+    def _from_json(self, f: WrittenFile, equality_ids: list[int] | None) -> JavaObject | None:
+        """`f` read by ContentFileParser from the JSON of its footer's metrics, or None where that
+        JSON cannot be made (Iceberg's builders describe it then)."""
+        java, facts = self._java, self._facts
+        if java.from_json is None or not f.footer or not self._from_footers:
+            return None
+        partition = _partition_json(f.partition, facts.partition_types) if self._partitioned else []
+        fields = footer_metrics.metrics(f.footer, facts.mode_of) if partition is not None else None
+        if fields is None:
+            return None
+        doc: dict[str, Any] = {
+            "spec-id": facts.spec_id,
+            "content": "data" if equality_ids is None else "equality-deletes",
+            "file-path": f.path,
+            "file-format": "parquet",
+        }
+        if self._partitioned:
+            doc["partition"] = partition
+        doc["file-size-in-bytes"] = f.file_size
+        doc.update(fields)
+        if equality_ids is not None:
+            doc["equality-ids"] = equality_ids
+        doc["sort-order-id"] = 0  # the builders': unsorted
+        return java.from_json(java.mapper.readTree(json.dumps(doc)), self._spec)
+
+    def _metrics(self, f: WrittenFile) -> JavaObject:
+        # From the footer the writer sent along (no read of the file); a file without one is read.
+        java = self._java
+        if self._metrics_config is None:
+            self._metrics_config = java.metrics_config(self._table)
+        options = parquet_read_options(self._jvm) if f.footer else None
+        if options is None:
+            source = java.in_memory_file(f.footer) if f.footer else self._table.io().newInputFile(f.path)
+            return java.file_metrics(source, self._metrics_config)
+        # A footer-only file: PAR1, the footer, its 4-byte length, PAR1.
+        if self._footers is None:
+            self._footers = _parquet(self._jvm).format.converter.ParquetMetadataConverter(options)
+        footer = self._footers.readParquetMetadata(java.byte_stream(f.footer, 4, len(f.footer) - 12))
+        return java.footer_metrics(footer, java.empty_stream(), self._metrics_config)
 
     def _jlist(self, values: Sequence[str | None]) -> JavaObject:
         out = self._java.array_list()
@@ -110,6 +157,82 @@ class Described:
         return probe.partition()
 
 
+_INTEGER = re.compile(r"-?[0-9]+")
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what Iceberg's partition strings read as null
+
+
+def _partition_json(values: Sequence[str | None], types: Sequence[str]) -> list[Any] | None:
+    """A file's partition strings (as `withPartitionValues` parses them) as ContentFileParser's
+    JSON values, or None for a type whose JSON is left to Iceberg's builder."""
+    if len(values) != len(types):
+        return None
+    out: list[Any] = []
+    for value, kind in zip(values, types, strict=True):
+        if value is None:
+            out.append(None)
+        elif value == _HIVE_NULL:
+            return None
+        elif kind in ("int", "long") and _INTEGER.fullmatch(value):
+            out.append(int(value))
+        elif kind == "string" or (kind == "date" and _ISO_DATE.fullmatch(value)):
+            out.append(value)
+        else:
+            return None
+    return out
+
+
+@dataclass
+class _TableFacts:
+    """What describing a table's files as JSON needs of the table, for one version of its schema,
+    sort order, properties and spec: asked of the JVM once each, then kept."""
+
+    spec_id: int
+    partitioned: bool  # PartitionSpec.isPartitioned: a spec of void fields only is not
+    partition_types: tuple[str, ...]
+    metrics_config: JavaObject
+    modes: dict[str, str] = field(default_factory=dict)  # by column name
+    ids: dict[tuple[str, ...], list[int]] = field(default_factory=dict)  # key columns' field ids
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def mode_of(self, name: str) -> str:
+        mode = self.modes.get(name)
+        if mode is None:
+            with self.lock:
+                mode = self.modes[name] = str(self.metrics_config.columnMode(name))
+        return mode
+
+    def field_ids(self, schema: JavaObject, columns: Sequence[str]) -> list[int]:
+        key = tuple(columns)
+        ids = self.ids.get(key)
+        if ids is None:
+            ids = self.ids[key] = [int(schema.findField(c).fieldId()) for c in columns]
+        return ids
+
+
+_FACTS: dict[tuple[Any, ...], _TableFacts] = {}
+_FACTS_LOCK = threading.Lock()
+_FACTS_KEPT = 1024  # tables' versions; the oldest go first
+
+
+def _facts_of(java: JavaMembers, table: JavaObject, schema: JavaObject, spec: JavaObject) -> _TableFacts:
+    # A table's metrics modes follow from its properties, schema and sort order (MetricsConfig
+    # .forTable); its partition types from its spec: six py4j calls say whether they changed.
+    key = (
+        str(table.name()), int(schema.schemaId()), int(table.sortOrder().orderId()),
+        str(table.properties().toString()), int(spec.specId()),
+    )  # fmt: skip
+    facts = _FACTS.get(key)
+    if facts is not None:
+        return facts
+    types = tuple(str(f.type().toString()) for f in java_list(spec.partitionType().fields()))
+    facts = _TableFacts(key[-1], bool(spec.isPartitioned()), types, java.metrics_config(table))
+    with _FACTS_LOCK:
+        if len(_FACTS) >= _FACTS_KEPT:
+            del _FACTS[next(iter(_FACTS))]
+        return _FACTS.setdefault(key, facts)
+
+
 @dataclass(frozen=True)
 class JavaMembers:
     """The Java classes, static methods and constants a commit calls for every file it describes,
@@ -128,6 +251,8 @@ class JavaMembers:
     byte_stream: Any  # new ByteArrayInputStream(byte[], int, int)
     empty_stream: Any  # Stream.empty
     array_list: Any  # new ArrayList()
+    mapper: Any  # Iceberg's JSON mapper (JsonUtil.mapper())
+    from_json: Any  # ContentFileParser.fromJson(JsonNode, PartitionSpec); None: not in the runtime
 
 
 @functools.cache
@@ -146,7 +271,38 @@ def java_members(view: Any) -> JavaMembers:
         byte_stream=view.java.io.ByteArrayInputStream,
         empty_stream=view.java.util.stream.Stream.empty,
         array_list=view.java.util.ArrayList,
+        mapper=ice.util.JsonUtil.mapper(),
+        from_json=_from_json_method(view),
     )
+
+
+# Jackson as Iceberg's runtime jar relocates it.
+JACKSON = "org.apache.iceberg.shaded.com.fasterxml.jackson.databind"
+
+
+def _from_json_method(view: Any) -> JavaObject | None:
+    """`ContentFileParser.fromJson`, once its (JsonNode, PartitionSpec) overload is found. Its other
+    overload takes a Map, which a PartitionSpec is not: py4j cannot take the wrong one (it may
+    where an argument fits both, e.g. a null). None, with a warning, when the runtime jar has no
+    such method or carries Jackson elsewhere: files are then described through the builders."""
+    try:
+        node = _class(view, f"{JACKSON}.JsonNode")
+        spec = view.org.apache.iceberg.PartitionSpec._java_lang_class
+        types = view.java.lang.reflect.Array.newInstance(view.java.lang.Class._java_lang_class, 2)
+        types[0], types[1] = node, spec
+        view.org.apache.iceberg.ContentFileParser._java_lang_class.getMethod("fromJson", types)
+    except (Py4JError, TypeError, AttributeError) as e:
+        log.warning("ContentFileParser.fromJson(%s.JsonNode, PartitionSpec) not found in the Iceberg runtime (%s); "
+                    "files are described through Iceberg's builders", JACKSON, e)  # fmt: skip
+        return None
+    return view.org.apache.iceberg.ContentFileParser.fromJson
+
+
+def _class(view: Any, name: str) -> JavaObject:
+    package = view
+    for part in name.split("."):
+        package = getattr(package, part)
+    return package._java_lang_class
 
 
 # Parquet's classes as Iceberg's runtime jar carries them (relocated).

@@ -70,7 +70,7 @@ def _commit_path(spark: SparkSession) -> None:
     footer = _footer()
     table.newAppend().appendFile(described.data_file(_file("data", footer))).commit()
     transaction = table.newTransaction()
-    deletes = described.equality_deletes(_file("deletes", footer), described.field_ids(["id"]))
+    deletes = described.equality_deletes(_file("deletes", footer), ["id"])
     transaction.newRowDelta().addRows(described.data_file(_file("data", footer))).addDeletes(deletes).commit()
     transaction.commitTransaction()  # the catalog, its table and files go with their Java references
 
@@ -78,7 +78,9 @@ def _commit_path(spark: SparkSession) -> None:
 def _footer() -> bytes:
     """The footer of a one-row file of the table's columns, as a writer sends it along."""
     footers: list[pq.FileMetaData] = []
-    rows = pa.table({"id": pa.array([1], pa.int64()), "name": pa.array(["a"])})
+    ids = [{b"PARQUET:field_id": b"1"}, {b"PARQUET:field_id": b"2"}]  # as the tasks' files carry them
+    schema = pa.schema([pa.field("id", pa.int64(), False, ids[0]), pa.field("name", pa.string(), True, ids[1])])
+    rows = pa.table({"id": pa.array([1], pa.int64()), "name": pa.array(["a"])}, schema=schema)
     pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers)
     return footer_file(footers[0])
 
