@@ -131,20 +131,25 @@ def _footer(rows: pa.Table, **options: Any) -> bytes:
 _TABLES = iter(range(1_000_000))
 
 
-def _table(spark: SparkSession, properties: dict[str, str], partition: list[dict[str, Any]] | None = None) -> Any:
+def _table(
+    spark: SparkSession, properties: dict[str, str], partition: list[dict[str, Any]] | None = None,
+    catalog: Any = None, name: str | None = None, iceberg: dict[str, Any] = ICEBERG,
+) -> Any:  # fmt: skip
     view = jvm(spark)
     ice = view.org.apache.iceberg
-    catalog = ice.inmemory.InMemoryCatalog()
-    catalog.initialize("footer-metrics", view.java.util.HashMap())
     namespace = ice.catalog.Namespace.of(string_array(spark, ["m"]))
-    catalog.createNamespace(namespace)
-    schema = ice.SchemaParser.fromJson(json.dumps(ICEBERG))
+    if catalog is None:
+        catalog = ice.inmemory.InMemoryCatalog()
+        catalog.initialize("footer-metrics", view.java.util.HashMap())
+        catalog.createNamespace(namespace)
+    schema = ice.SchemaParser.fromJson(json.dumps(iceberg))
     spec = ice.PartitionSpecParser.fromJson(schema, json.dumps({"spec-id": 0, "fields": partition or []}))
     props = view.java.util.HashMap()
     props.put("format-version", "2")
     for k, v in properties.items():
         props.put(k, v)
-    return catalog.createTable(ice.catalog.TableIdentifier.of(namespace, f"t{next(_TABLES)}"), schema, spec, props)
+    identifier = ice.catalog.TableIdentifier.of(namespace, name or f"t{next(_TABLES)}")
+    return catalog.createTable(identifier, schema, spec, props)
 
 
 def _both(spark: SparkSession, table: Any, f: WrittenFile, keys: list[str] | None = None) -> tuple[Any, Any]:
@@ -306,5 +311,31 @@ def test_a_commit_describes_each_file_in_two_py4j_calls(spark: SparkSession, mon
     def calls(commands: list[str]) -> list[str]:  # not py4j's releases of Java objects
         return [c.split("\n")[2] for c in commands if c.startswith("c\n")]
 
-    assert len(calls(sent[:setup])) <= 9, calls(sent[:setup])  # the table, its version's key
+    assert len(calls(sent[:setup])) <= 10, calls(sent[:setup])  # the table, its version's key
     assert calls(sent[setup:]) == ["readTree", "fromJson"] * len(files), calls(sent[setup:])
+
+
+def test_a_table_created_again_under_its_name_is_described_by_its_own_columns(spark: SparkSession) -> None:
+    # What is asked of a table once (metrics modes, partition types, key ids) is the table's own:
+    # another table of the same name, schema id and spec id has other field ids and partitions.
+    view = jvm(spark)
+    catalog = view.org.apache.iceberg.inmemory.InMemoryCatalog()
+    catalog.initialize("footer-metrics-again", view.java.util.HashMap())
+    catalog.createNamespace(view.org.apache.iceberg.catalog.Namespace.of(string_array(spark, ["m"])))
+    first = _table(spark, {}, PARTITIONED[1:2], catalog=catalog, name="again")
+    rows = _rows(10)
+    footer = _footer(rows)
+    f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", 10, 999, "deletes", ("3",), footer)
+    assert Described(spark, first).equality_deletes(f, ["id"]).equalityFieldIds().get(0) == 1
+
+    catalog.dropTable(view.org.apache.iceberg.catalog.TableIdentifier.parse("m.again"))
+    moved = {**ICEBERG, "fields": ICEBERG["fields"][1:] + ICEBERG["fields"][:1]}  # the catalog numbers ids anew
+    again = _table(spark, {}, [{"name": "day", "transform": "day", "source-id": 13, "field-id": 1000}],
+                   catalog=catalog, name="again", iceberg=moved)  # fmt: skip
+    g = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", 10, 999, "deletes", ("2024-02-29",), _footer(rows))
+    from_json, built = _both(spark, again, g, ["id"])
+    assert from_json == built
+    key_id = int(again.schema().findField("id").fieldId())
+    assert key_id != 1
+    assert from_json["equality-ids"] == [key_id]
+    assert from_json["partition"] == ["2024-02-29"]

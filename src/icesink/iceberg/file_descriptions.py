@@ -217,9 +217,10 @@ _FACTS_KEPT = 1024  # tables' versions; the oldest go first
 
 def _facts_of(java: JavaMembers, table: JavaObject, schema: JavaObject, spec: JavaObject) -> _TableFacts:
     # A table's metrics modes follow from its properties, schema and sort order (MetricsConfig
-    # .forTable); its partition types from its spec: six py4j calls say whether they changed.
+    # .forTable); its partition types from its spec; its key ids from its schema. Eight py4j calls
+    # say whether any changed; the table's UUID tells a table dropped and created again by name.
     key = (
-        str(table.name()), int(schema.schemaId()), int(table.sortOrder().orderId()),
+        str(table.uuid().toString()), int(schema.schemaId()), int(table.sortOrder().orderId()),
         str(table.properties().toString()), int(spec.specId()),
     )  # fmt: skip
     facts = _FACTS.get(key)
