@@ -23,7 +23,7 @@ from icesink.iceberg import footer_metrics
 from icesink.iceberg.file_descriptions import Described
 from icesink.iceberg.jvm import jvm, string_array
 from icesink.model import WrittenFile
-from icesink.tasks.parquet_files import footer_file
+from icesink.tasks.parquet_files import dictionary_columns, footer_file
 
 pytestmark = pytest.mark.integration
 
@@ -123,8 +123,10 @@ def _rows(n: int, start: int = 0, strings: list[str] | None = None) -> pa.Table:
 
 
 def _footer(rows: pa.Table, **options: Any) -> bytes:
+    """The footer of `rows` written as the tasks write files (parquet_files.RollingWriter)."""
     footers: list[pq.FileMetaData] = []
-    pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers, **options)
+    written = {"compression": "zstd", "use_dictionary": dictionary_columns(rows.schema), "store_schema": False}
+    pq.write_table(rows, pa.BufferOutputStream(), metadata_collector=footers, **{**written, **options})
     return footer_file(footers[0])
 
 
@@ -208,9 +210,7 @@ def test_every_type_and_mode_described_as_iceberg_does(spark: SparkSession, prop
         (_rows(5).slice(1, 1), {}),  # one row
     ):
         footer = _footer(rows, **options)
-        # Read here but for a uuid's bounds across row groups (Java's UUID order is left to Java).
-        expected_here = "row_group_size" not in options or mode_of("u") in ("none", "counts")
-        assert (footer_metrics.metrics(footer, mode_of) is not None) == expected_here
+        assert footer_metrics.metrics(footer, mode_of) is not None  # read here, not left to Java
         for content, keys in (("data", None), ("deletes", ["id"]), ("deletes", ["id", "s"])):
             f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", rows.num_rows, 4096, content, (), footer)
             from_json, built = _both(spark, table, f, keys)
@@ -234,15 +234,62 @@ EDGE_COLUMNS = [
 
 
 @pytest.mark.parametrize(("column", "values"), EDGE_COLUMNS)
-@pytest.mark.parametrize("mode", ["truncate(16)", "full", "truncate(1)"])
-def test_bounds_at_their_edges(spark: SparkSession, column: str, values: list[Any], mode: str) -> None:
+@pytest.mark.parametrize(("mode", "row_group"), [("truncate(16)", None), ("full", None), ("truncate(1)", 1)])
+def test_bounds_at_their_edges(
+    spark: SparkSession, column: str, values: list[Any], mode: str, row_group: int | None
+) -> None:  # fmt: skip
+    # A row group a value (`row_group` 1): an all-null or all-NaN chunk among others, zeros across chunks.
     table = _table(spark, {"write.metadata.metrics.default": mode})
-    rows = _rows(len(values))
-    i = rows.schema.get_field_index(column)
-    rows = rows.set_column(i, rows.schema.field(i), pa.array(values, rows.schema.field(i).type))
-    footer = _footer(rows)
+    rows = _with(_rows(len(values)), column, values)
+    footer = _footer(rows, row_group_size=row_group)
     assert footer_metrics.metrics(footer, _mode_of(spark, table)) is not None
     f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", rows.num_rows, 4096, "data", (), footer)
+    from_json, built = _both(spark, table, f)
+    assert from_json == built
+
+
+def _with(rows: pa.Table, column: str, values: list[Any]) -> pa.Table:
+    i = rows.schema.get_field_index(column)
+    return rows.set_column(i, rows.schema.field(i), pa.array(values, rows.schema.field(i).type))
+
+
+@pytest.mark.parametrize(("values", "row_group"), [(["z" * 5000, None, "m", "n"], 2), (["z" * 5000, "m", "n"], 1)])
+def test_a_value_without_statistics_leaves_its_column_without_bounds(
+    spark: SparkSession, values: list[str | None], row_group: int
+) -> None:  # fmt: skip
+    # The writer leaves a chunk's min and max out for a value over 4 KiB. Iceberg's reader then
+    # takes the bounds of the other row groups, which do not hold that value: a reader looking for
+    # it would skip the file. Read here, the column has no bounds; its counts stay.
+    table = _table(spark, {})
+    s_id = 7
+    rows = _with(_rows(len(values)), "s", values)
+    footer = _footer(rows, row_group_size=row_group)
+    f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", rows.num_rows, 4096, "data", (), footer)
+    from_json, built = _both(spark, table, f)
+    assert built["upper-bounds"][s_id] == b"n".hex().upper()  # Iceberg's: below "zzz..."
+    assert s_id not in from_json["upper-bounds"]
+    assert s_id not in from_json["lower-bounds"]
+    assert from_json["value-counts"][s_id] == len(values)
+    for bounds in ("lower-bounds", "upper-bounds"):
+        built[bounds].pop(s_id)
+    assert from_json == built
+
+
+def test_metrics_follow_the_tables_properties_as_they_change(spark: SparkSession) -> None:
+    table = _table(spark, {})
+    footer = _footer(_rows(20))
+    f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", 20, 4096, "data", (), footer)
+    before, _ = _both(spark, table, f)
+    table.updateProperties().set("write.metadata.metrics.default", "counts").commit()
+    from_json, built = _both(spark, table, f)
+    assert from_json == built
+    assert before["lower-bounds"]
+    assert from_json["lower-bounds"] == {}
+
+
+def test_a_file_of_no_rows_is_described_as_iceberg_describes_it(spark: SparkSession) -> None:
+    table = _table(spark, {})
+    f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", 0, 4096, "data", (), _footer(_rows(0)))
     from_json, built = _both(spark, table, f)
     assert from_json == built
 

@@ -2,11 +2,9 @@
 the commit (iceberg/commit.py), with the metrics of the footers the writers sent along, so the
 commit reads nothing from storage.
 
-A file is described from JSON (`ContentFileParser.fromJson`: four py4j calls) whose metrics this
-process reads from the footer as Iceberg would (footer_metrics.py); a file that reading declines
-goes through Iceberg's builders and footer reader (~14 calls). What the JSON needs of the table
-(its columns' metrics modes, its partition fields' types) is asked once per table version, not
-per commit.
+A file is described from JSON (file_json.py; `ContentFileParser.fromJson`: two py4j calls) whose
+metrics this process reads from the footer as Iceberg would (footer_metrics.py); a file that reading
+declines goes through Iceberg's builders and footer reader (~13 calls).
 """
 
 from __future__ import annotations
@@ -14,17 +12,15 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import re
-import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
-from icesink.iceberg import footer_metrics
-from icesink.iceberg.jvm import JavaObject, java_list, jvm
+from icesink.iceberg import file_json
+from icesink.iceberg.jvm import JavaObject, jvm
 from icesink.model import WrittenFile
 
 log = logging.getLogger(__name__)
@@ -44,9 +40,9 @@ class Described:
         self._table = table
         self._spec = table.spec()
         self._schema = table.schema()
-        self._facts = _facts_of(self._java, table, self._schema, self._spec)
-        self._partitioned = self._facts.partitioned
-        self._metrics_config: JavaObject | None = None
+        self._facts = file_json.facts_of(id(self._java), table, self._schema, self._spec, self._java.metrics_config)
+        self._partitioned = self._facts.partitioned if self._facts else bool(self._spec.isPartitioned())
+        self._metrics_config: JavaObject | None = self._facts.metrics_config if self._facts else None
         self._footers: JavaObject | None = None
         self._partitions: dict[tuple[str | None, ...], JavaObject] = {}  # a data file's, by its values
 
@@ -72,7 +68,10 @@ class Described:
 
     def equality_deletes(self, f: WrittenFile, columns: Sequence[str]) -> JavaObject:
         """The equality delete file `f`, of the key `columns`."""
-        ids = self._facts.field_ids(self._schema, columns)
+        if self._facts is not None:
+            ids = self._facts.field_ids(self._schema, columns)
+        else:
+            ids = [int(self._schema.findField(c).fieldId()) for c in columns]
         described = self._from_json(f, ids)
         if described is not None:
             return described
@@ -93,29 +92,13 @@ class Described:
         return builder.build()
 
     def _from_json(self, f: WrittenFile, equality_ids: list[int] | None) -> JavaObject | None:
-        """`f` read by ContentFileParser from the JSON of its footer's metrics, or None where that
-        JSON cannot be made (Iceberg's builders describe it then)."""
-        java, facts = self._java, self._facts
-        if java.from_json is None or not f.footer or not self._from_footers:
+        """`f` read by ContentFileParser from its JSON (file_json.py), or None where that JSON
+        cannot be made (Iceberg's builders describe it then)."""
+        java = self._java
+        if java.from_json is None or self._facts is None or not self._from_footers:
             return None
-        partition = _partition_json(f.partition, facts.partition_types) if self._partitioned else []
-        fields = footer_metrics.metrics(f.footer, facts.mode_of) if partition is not None else None
-        if fields is None:
-            return None
-        doc: dict[str, Any] = {
-            "spec-id": facts.spec_id,
-            "content": "data" if equality_ids is None else "equality-deletes",
-            "file-path": f.path,
-            "file-format": "parquet",
-        }
-        if self._partitioned:
-            doc["partition"] = partition
-        doc["file-size-in-bytes"] = f.file_size
-        doc.update(fields)
-        if equality_ids is not None:
-            doc["equality-ids"] = equality_ids
-        doc["sort-order-id"] = 0  # the builders': unsorted
-        return java.from_json(java.mapper.readTree(json.dumps(doc)), self._spec)
+        doc = file_json.document(f, self._facts, equality_ids)
+        return None if doc is None else java.from_json(java.mapper.readTree(json.dumps(doc)), self._spec)
 
     def _metrics(self, f: WrittenFile) -> JavaObject:
         # From the footer the writer sent along (no read of the file); a file without one is read.
@@ -155,83 +138,6 @@ class Described:
             .build()
         )
         return probe.partition()
-
-
-_INTEGER = re.compile(r"-?[0-9]+")
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"  # what Iceberg's partition strings read as null
-
-
-def _partition_json(values: Sequence[str | None], types: Sequence[str]) -> list[Any] | None:
-    """A file's partition strings (as `withPartitionValues` parses them) as ContentFileParser's
-    JSON values, or None for a type whose JSON is left to Iceberg's builder."""
-    if len(values) != len(types):
-        return None
-    out: list[Any] = []
-    for value, kind in zip(values, types, strict=True):
-        if value is None:
-            out.append(None)
-        elif value == _HIVE_NULL:
-            return None
-        elif kind in ("int", "long") and _INTEGER.fullmatch(value):
-            out.append(int(value))
-        elif kind == "string" or (kind == "date" and _ISO_DATE.fullmatch(value)):
-            out.append(value)
-        else:
-            return None
-    return out
-
-
-@dataclass
-class _TableFacts:
-    """What describing a table's files as JSON needs of the table, for one version of its schema,
-    sort order, properties and spec: asked of the JVM once each, then kept."""
-
-    spec_id: int
-    partitioned: bool  # PartitionSpec.isPartitioned: a spec of void fields only is not
-    partition_types: tuple[str, ...]
-    metrics_config: JavaObject
-    modes: dict[str, str] = field(default_factory=dict)  # by column name
-    ids: dict[tuple[str, ...], list[int]] = field(default_factory=dict)  # key columns' field ids
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def mode_of(self, name: str) -> str:
-        mode = self.modes.get(name)
-        if mode is None:
-            with self.lock:
-                mode = self.modes[name] = str(self.metrics_config.columnMode(name))
-        return mode
-
-    def field_ids(self, schema: JavaObject, columns: Sequence[str]) -> list[int]:
-        key = tuple(columns)
-        ids = self.ids.get(key)
-        if ids is None:
-            ids = self.ids[key] = [int(schema.findField(c).fieldId()) for c in columns]
-        return ids
-
-
-_FACTS: dict[tuple[Any, ...], _TableFacts] = {}
-_FACTS_LOCK = threading.Lock()
-_FACTS_KEPT = 1024  # tables' versions; the oldest go first
-
-
-def _facts_of(java: JavaMembers, table: JavaObject, schema: JavaObject, spec: JavaObject) -> _TableFacts:
-    # A table's metrics modes follow from its properties, schema and sort order (MetricsConfig
-    # .forTable); its partition types from its spec; its key ids from its schema. Eight py4j calls
-    # say whether any changed; the table's UUID tells a table dropped and created again by name.
-    key = (
-        str(table.uuid().toString()), int(schema.schemaId()), int(table.sortOrder().orderId()),
-        str(table.properties().toString()), int(spec.specId()),
-    )  # fmt: skip
-    facts = _FACTS.get(key)
-    if facts is not None:
-        return facts
-    types = tuple(str(f.type().toString()) for f in java_list(spec.partitionType().fields()))
-    facts = _TableFacts(key[-1], bool(spec.isPartitioned()), types, java.metrics_config(table))
-    with _FACTS_LOCK:
-        if len(_FACTS) >= _FACTS_KEPT:
-            del _FACTS[next(iter(_FACTS))]
-        return _FACTS.setdefault(key, facts)
 
 
 @dataclass(frozen=True)

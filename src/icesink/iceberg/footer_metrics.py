@@ -1,19 +1,26 @@
 """A written file's column metrics, read from the Parquet footer its writer sent along, the way
 Iceberg 1.11's `ParquetUtil.footerMetrics` reads them (`ParquetMetrics`), laid out as the metrics
-fields of Iceberg's `ContentFileParser` JSON. With them the commit describes a file in four py4j
+fields of Iceberg's `ContentFileParser` JSON. With them the commit describes a file in two py4j
 calls (the JSON read, `ContentFileParser.fromJson`), where Iceberg's builders and footer reader
-took ~14 a file: a Debezium batch into a `bucket(16)` table commits 32 files.
+took ~13 a file: a Debezium batch into a `bucket(16)` table commits 32 files.
 
 Pure: the metrics mode of each column comes from the caller (Iceberg's `MetricsConfig`, asked in
 the JVM). Anything this reading is not sure to read as Iceberg does gives None, and the commit
 describes that file through Java (file_descriptions.py): a type it does not convert, a column
-without statistics or field id, a mode it does not know, a string bound that is not UTF-8.
-tests/spark/test_footer_metrics.py holds both readings to the same JSON.
+without statistics or field id, a mode it does not know, a string bound that is not UTF-8, a file
+of no row group. tests/integration/test_footer_metrics.py holds both readings to the same JSON.
+
+One departure, on the safe side: where a row group's chunk of strings or bytes holds values but no
+min and max (the writer leaves them out of a value over 4 KiB), Iceberg takes the file's bounds from
+the other row groups, bounds that value lies outside (a reader looking for it would skip the file);
+here the column gets none. (A chunk of floats has none when its values are all NaN, which bounds
+leave out anyway: Iceberg's reading is kept.)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import struct
@@ -23,6 +30,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
 
 # A column's metrics mode by its Iceberg name, as the file's schema names it ("none", "counts",
 # "truncate(16)", "full"), or None when the caller cannot say.
@@ -53,9 +62,14 @@ def metrics(footer: bytes, mode_of: ModeOf) -> dict[str, Any] | None:
         return _metrics(pq.read_metadata(pa.BufferReader(footer)), mode_of)
     except DeclinedError:
         return None
+    except (pa.ArrowException, ValueError, OverflowError, struct.error) as e:  # a footer pyarrow reads otherwise
+        log.warning("a file's metrics are left to Iceberg's reader: %s: %s", type(e).__name__, e)
+        return None
 
 
 def _metrics(meta: pq.FileMetaData, mode_of: ModeOf) -> dict[str, Any]:
+    if meta.num_row_groups == 0:
+        raise DeclinedError("no row group")  # Iceberg gives no column sizes then: never written here
     leaves = _leaves(meta)
     sizes: dict[int, int] = {}
     counts: dict[int, tuple[int, int]] = {}
@@ -73,9 +87,7 @@ def _metrics(meta: pq.FileMetaData, mode_of: ModeOf) -> dict[str, Any]:
             raise DeclinedError(leaf.name)
         stats = [_stats(c, leaf) for c in chunks]
         counts[leaf.field_id] = (sum(c.num_values for c in chunks), sum(s.null_count for s in stats))
-        if length == 0:
-            continue  # mode counts
-        bounds = _bounds(leaf.kind, [s for s in stats if s.has_min_max], length)
+        bounds = _column_bounds(leaf.kind, chunks, stats, length)
         if bounds is None:
             continue
         low, high = bounds
@@ -142,8 +154,8 @@ def _kind(column: Any) -> str | None:
         return "float" if physical == "FLOAT" else "double"
     if physical == "BYTE_ARRAY":
         return "string" if name == "STRING" else "binary" if name == "NONE" else None
-    if physical == "FIXED_LEN_BYTE_ARRAY":
-        return "uuid" if name == "UUID" else "fixed" if name == "NONE" else None
+    if physical == "FIXED_LEN_BYTE_ARRAY":  # Iceberg reads a file's uuid column as a fixed[16]
+        return "fixed" if name in ("UUID", "NONE") else None
     return None
 
 
@@ -181,14 +193,24 @@ def _walk(field: pa.Field, name: str, repeated: bool, out: list[tuple[int, str, 
         out.append((int(raw), name, repeated))
 
 
+def _column_bounds(
+    kind: str, chunks: list[Any], stats: list[Any], length: int
+) -> tuple[bytes | None, bytes | None] | None:
+    if length == 0:
+        return None  # mode counts
+    if kind in ("string", "binary", "fixed") and any(
+        c.num_values > s.null_count and not s.has_min_max for c, s in zip(chunks, stats, strict=True)
+    ):
+        return None  # values the writer left out of the min and max: no bounds hold them all
+    return _bounds(kind, [s for s in stats if s.has_min_max], length)
+
+
 def _bounds(kind: str, stats: list[Any], length: int) -> tuple[bytes | None, bytes | None] | None:
     """The column's lower and upper bounds over its chunks' statistics, as Iceberg serializes
     them, or None when Iceberg keeps none (no value, or a NaN bound)."""
     pairs = [p for p in (_values(kind, s) for s in stats) if p is not None]
     if not pairs:
         return None
-    if kind == "uuid" and len(pairs) > 1:
-        raise DeclinedError("uuid bounds of several row groups")  # Java's UUID order: left to Java
     key = _order(kind)
     low = min((p[0] for p in pairs), key=key)
     high = max((p[1] for p in pairs), key=key)
@@ -279,7 +301,7 @@ def _serialized(kind: str, value: Any) -> bytes:
         return struct.pack("<f", value)
     if kind == "double":
         return struct.pack("<d", value)
-    if kind in ("fixed", "uuid"):
+    if kind == "fixed":
         return bytes(value)
     if kind.startswith("decimal:"):  # the unscaled value, in as few bytes as Java's BigInteger
         bits = value.bit_length() if value >= 0 else (~value).bit_length()
