@@ -305,8 +305,8 @@ def test_changes_ordered_by_a_timestamp_in_one_pass_across_batches(spark: SparkS
     """`order_by` a timestamp column: each batch's changes against the table's greatest time (read
     once as microseconds, then carried from the job's own commits), in one pass while none is older
     (the same table as Spark's path's for integer order values: test_debezium.py); a change older
-    than the row the table holds for its key takes Spark's path, which drops it (the row does not
-    move back), and the next batch is one-pass again."""
+    than the row the table holds for its key is dropped (the row does not move back) by a second
+    round against the rows the table holds (batch/direct_held.py), in one pass too."""
     topic = scenario.topic("timed")
     create_topics(topic, partitions=1)
     changes = list(random_changes(1_500, 200, 1, seed=61, tombstones=False))
@@ -324,13 +324,71 @@ def test_changes_ordered_by_a_timestamp_in_one_pass_across_batches(spark: SparkS
     held = sorted(oracle(changes))[0]
     stale = Change(held, "U", 99_999, 0)  # the newest v, at the oldest time: older than the table's row
     produce_keyed(topic, timed_changes(topic, [stale], at=AT0 - dt.timedelta(days=1)))
-    assert ["decode" in t.steps for t in run()] == [True], "the stale change through Spark's path"
+    stale_batch = run()
+    assert ["direct" in t.steps and "decode" not in t.steps for t in stale_batch] == [True], "in one pass, held apart"
     newer = [Change(c.key, c.op, c.seq + 10_000, 0) for c in random_changes(300, 200, 1, seed=62, tombstones=False)]
     produce_keyed(topic, timed_changes(topic, newer))
     assert ["direct" in t.steps and "decode" not in t.steps for t in run()] == [True], "one pass again"
     state, count = table_state(spark, table)
     assert count == len(state), "no key twice"
     assert state == oracle(changes + newer), "the stale change dropped, every other applied once"
+    assert table_offsets(spark, table) == end_offsets(topic)
+
+
+def test_changes_older_than_the_tables_greatest_order_in_one_pass_and_a_crash_before_their_commit(
+    spark: SparkSession, scenario: Scenario, tmp_path: Path
+) -> None:
+    """`order_by` an integer column across batches: a batch whose changes reach below the greatest
+    v the table holds is written again in one pass against the rows the table holds above its
+    oldest change (batch/direct_held.py), as Spark's path's join would: a change or delete older
+    than its key's row is dropped, one newer than its key's row (older than other keys') applies,
+    a new key's is inserted. Killed once that second round's files are written, before anything of
+    the batch is committed (one-pass-again): the restart writes the batch once, in one pass."""
+    topic = scenario.topic("ordered")
+    create_topics(topic, partitions=1)
+    changes = list(random_changes(1_200, 120, 1, seed=71, tombstones=False))
+    produce_keyed(topic, avro_changes(topic, changes))
+    settings = {"kafka.max_offsets_per_trigger": 600, "tables.order_by": "v"}
+    table = scenario.table("ordered")
+    assert ["direct" in t.steps and "decode" not in t.steps for t in run_job(spark, scenario, **settings)] == [True] * 2
+    held = oracle(changes)
+    assert table_state(spark, table)[0] == held
+
+    top = max(c.seq for c in changes)
+    newer = [Change(c.key, c.op, c.seq + 10_000, 0) for c in random_changes(100, 120, 1, seed=72, tombstones=False)]
+    # Keys the newer changes leave alone, so that what the older ones do shows.
+    by_age = sorted(set(held) - {c.key for c in newer}, key=held.__getitem__)
+    young, old, old_deleted, young_deleted = by_age[-1], by_age[0], by_age[1], by_age[-2]
+    assert held[old_deleted] + 1 < top - 1, "room below the table's greatest v"
+    assert held[young_deleted] > held[old] + 1, "the oldest change is older than the rows of two keys"
+    crafted = [
+        Change(young, "U", held[young] - 1, 0),  # older than its row: dropped
+        Change(young_deleted, "D", held[young_deleted] - 1, 0),  # an older delete: dropped
+        Change(old, "U", held[old] + 1, 0),  # newer than its row, older than the greatest v: applied
+        Change(old_deleted, "D", top - 1, 0),  # a delete newer than its row: applied
+        Change(10_000, "I", 5, 0),  # a key the table lacks, at the oldest v: inserted
+    ]
+    produce_keyed(topic, avro_changes(topic, crafted + newer))
+    expected = {**held, old: held[old] + 1, 10_000: 5}
+    del expected[old_deleted]
+    expected = oracle([Change(k, "I", v, 0) for k, v in expected.items()] + newer)
+
+    config = scenario.write_config(tmp_path / "job.yaml", **changelog(scenario, **settings))
+    crashed = run_cli(config, env={faults.ENV: "one-pass-again:2"})
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert "writes it again against the" in crashed.stderr, "the second round ran before the kill"
+    assert len(snapshots(spark, table)) == 2, "nothing of batch 2 committed"
+    resumed = run_cli(config)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    timed = re.findall(r"batch 2 timings: (.*)", resumed.stderr)
+    assert len(timed) == 1, resumed.stderr[-3000:]
+    assert "direct" in timed[0], "in one pass"
+    assert "decode" not in timed[0], "no Spark decode"
+    assert "Spark's decoder" not in resumed.stderr
+    state, count = table_state(spark, table)
+    assert count == len(state), "no key twice"
+    assert state == expected, "the older changes dropped, the others applied once"
+    assert len(snapshots(spark, table)) == 3, "one snapshot for the batch"
     assert table_offsets(spark, table) == end_offsets(topic)
 
 

@@ -34,12 +34,12 @@ def test_an_empty_share_still_gets_a_task() -> None:
 
 def descriptor(
     table: int, path: str = "", declined: bool = False, keys: bytes | None = None, letters: bytes | None = None,
-    frames: bytes | None = None,
+    frames: bytes | None = None, older: int | None = None,
 ) -> SimpleNamespace:  # fmt: skip
     """A row of the one-pass job's result (DIRECT_DDL), as the driver collects it."""
     return SimpleNamespace(
-        table=table, declined=declined, keys=keys, letters=letters, frames=frames, path=path, record_count=1,
-        file_size=1, content="data", partition=[], footer=None,
+        table=table, declined=declined, keys=keys, letters=letters, frames=frames, older=older, path=path,
+        record_count=1, file_size=1, content="data", partition=[], footer=None,
     )  # fmt: skip
 
 
@@ -57,6 +57,24 @@ def test_the_outcome_gathers_the_writer_schemas_each_declined_table_was_not_give
     assert found.declined == {0, 1}
     unread = outcome([*rows, descriptor(UNREAD, declined=True)], 3)
     assert unread.frames == {}, "a task that could not read: Spark's path reads every table"
+
+
+def test_the_outcome_keeps_the_least_order_value_below_a_tables_floor_over_its_tasks() -> None:
+    """Each task declining a table of changes for changes below its order floor says the least of
+    them; the second round reads the rows the table holds above the least of all (batch/direct_held.py)."""
+    rows = [
+        descriptor(0, declined=True, older=700),
+        descriptor(0, declined=True, older=-5),
+        descriptor(0, declined=True),  # declined for another reason in a third task
+        descriptor(1, declined=True),
+        descriptor(2, "x.parquet"),
+    ]
+    found = outcome(rows, 3)
+    assert found.older == {0: -5}
+    assert found.declined == {0, 1}
+    assert found.only([2, 0]).older == {1: -5}, "renumbered with the tables kept"
+    unread = outcome([*rows, descriptor(UNREAD, declined=True)], 3)
+    assert unread.older == {}, "a task that could not read: Spark's path reads every table"
 
 
 def test_the_outcome_gathers_each_tables_dead_letters_from_its_tasks() -> None:

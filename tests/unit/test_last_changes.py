@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from typing import Any
 
 import pyarrow as pa
 
-from icesink.tasks.last_changes import last_per_key, not_older
+from icesink.tasks.last_changes import last_per_key, not_older, not_older_than_held, order_values
 
 NAMES = ["op", "o_ts", "o_topic", "o_part", "o_offset", "id", "region", "v"]
 TYPES = [pa.string(), pa.int64(), pa.string(), pa.int32(), pa.int64(), pa.int64(), pa.string(), pa.string()]
@@ -109,3 +110,60 @@ def test_a_change_older_than_the_held_row_is_skipped_and_no_order_says_nothing()
     assert not_older(rows, 0, 1).column("id").to_pylist() == [2, 3, 4, 5]
     newer = rows.filter(pa.array([False, True, True, True, True]))
     assert not_older(newer, 0, 1) is newer  # nothing to skip: the same table
+
+
+def test_the_rows_held_apart_drop_what_a_join_with_them_drops() -> None:
+    """The one-pass second round's comparison (batch/direct_held.py) against Spark's path's: the
+    held rows joined to every change by key, then `not_older`. Random keys of two columns (a long
+    and a string the driver may read as a large string), order values with nulls, held rows with
+    nulls and keys the batch lacks."""
+    rng = random.Random(5)
+    for case in range(200):
+        n = rng.randint(1, 60)
+        ids = [rng.randint(0, 9) for _ in range(n)]
+        names = [rng.choice(["a", "b", None]) for _ in range(n)]
+        order = [rng.choice([None, *range(20)]) for _ in range(n)]
+        rows = pa.table(
+            {
+                "o": pa.array(order, pa.int64()),
+                "id": pa.array(ids, pa.int64()),
+                "name": pa.array(names, pa.string()),
+                "n": range(n),
+            }
+        )
+        held_keys = {(rng.randint(0, 12), rng.choice(["a", "b", "c"])) for _ in range(rng.randint(0, 15))}
+        held = {k: rng.choice([None, *range(25)]) for k in held_keys}
+        held_table = pa.table(
+            {
+                "id": pa.array([k[0] for k in held], pa.int64()),
+                "name": pa.array([k[1] for k in held], pa.large_string()),
+                "h": pa.array(list(held.values()), pa.int64()),
+            }
+        )
+        joined = rows.append_column(
+            "held", pa.array([held.get((i, s)) for i, s in zip(ids, names, strict=True)], pa.int64())
+        )
+        want = not_older(joined, 0, 4).column("n").to_pylist()
+        got = not_older_than_held(rows, [1, 2], 0, held_table)
+        assert got.column("n").to_pylist() == want, case
+        assert got.schema == rows.schema
+
+
+def test_timestamps_are_compared_as_their_microseconds() -> None:
+    at = dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
+    micros = (at - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)
+    rows = pa.table({"id": ["x", "y", "z"], "at": pa.array([at, at, at], pa.timestamp("us", "UTC"))})
+    held = pa.table({"id": ["x", "y"], "h": pa.array([micros + 1, micros], pa.int64())})
+    assert not_older_than_held(rows, [0], 1, held).column("id").to_pylist() == ["y", "z"]
+    assert order_values(rows.column("at")).to_pylist() == [micros] * 3
+    assert order_values(pa.array([at], pa.timestamp("ms", "UTC"))).to_pylist() == [micros // 1000 * 1000]
+    assert order_values(pa.array([7], pa.int32())).to_pylist() == [7]
+
+
+def test_nothing_held_or_nothing_older_leaves_the_rows_as_they_are() -> None:
+    rows = pa.table({"id": [1, 2], "o": [5, 6]})
+    assert (
+        not_older_than_held(rows, [0], 1, pa.table({"id": pa.array([], pa.int64()), "h": pa.array([], pa.int64())}))
+        is rows
+    )
+    assert not_older_than_held(rows, [0], 1, pa.table({"id": [1, 3], "h": [5, 100]})) is rows

@@ -138,8 +138,8 @@ def test_a_one_pass_task_routes_the_records_beside_writing_its_tables(tmp_path: 
 
 def test_an_outcome_of_some_tables_numbers_them_in_that_order() -> None:
     rows = [
-        SimpleNamespace(table=0, declined=True, keys=None, letters=None, frames=None),
-        SimpleNamespace(table=2, declined=True, keys=None, letters=None, frames=None),
+        SimpleNamespace(table=0, declined=True, keys=None, letters=None, frames=None, older=None),
+        SimpleNamespace(table=2, declined=True, keys=None, letters=None, frames=None, older=None),
     ]
     seen = outcome(rows, 3).only([1, 2])
     assert seen.declined == {1}

@@ -65,12 +65,14 @@ log = logging.getLogger(__name__)
 class Retry:
     """A table the direct job declined that a second may take: with `frames`, an Avro table whose
     records carry those writer schemas; `whole`, a table of changes whose keys had changes in
-    topic-partitions that two of its tasks read (one task then reads them all); else a plain JSON
-    table."""
+    topic-partitions that two of its tasks read (one task then reads them all); with `older`, a
+    table of changes with changes below its order floor, the least of them `older` (its tasks then
+    get the rows the table holds above it); else a plain JSON table."""
 
     item: Item
     frames: frozenset[bytes] = frozenset()
     whole: bool = False
+    older: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,8 @@ def _sorted_out(
             new.append(Retry(item, found.frames[i]))
         elif learn and i in found.shared and not (found.unread or i in found.too_many):
             new.append(Retry(item, whole=True))
+        elif learn and i in found.older:
+            new.append(Retry(item, older=found.older[i]))
         elif learn and _plain_json(d) and not (found.unread or i in found.too_many):
             new.append(Retry(item))
         else:
@@ -282,8 +286,8 @@ def _direct_table(
     return DirectTable(
         task, d.decoder, takes, takes_all=d.route is None and _spans(mine) == _spans(read), changes=d.changes,
         partition_by=fields, key_column=key.column if key is not None else None,
-        key_decoder=key.decoder if key is not None else None, order_floor=d.order_floor, letters=letters,
-        route=d.route,
+        key_decoder=key.decoder if key is not None else None, order_floor=d.order_floor, held=d.held,
+        letters=letters, route=d.route,
     )  # fmt: skip
 
 

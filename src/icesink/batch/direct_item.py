@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from icesink.batch.changes import ChangeSpec
@@ -34,6 +35,8 @@ class DirectItem:
     # A table of changes ordered across batches: the order_by value below which a change may be
     # older than the row the table holds (its tasks decline such a batch; batch/direct_changes.py).
     order_floor: Any = None
+    # Its second round's rows the table holds above that floor, keys and order value (batch/direct_held.py).
+    held: pa.Table | None = None
     route: RouteFilter | None = None  # a table of field-routed topics: the records it takes of them
 
 

@@ -39,6 +39,8 @@ class Outcome:
     # The routing of field-routed topics the tasks judged (tasks/route_judges.Judging): per topic,
     # the values met and the dead letters of the records no table takes; None when not judged.
     routing: Mapping[str, TopicValues] | None = None
+    # Tables of changes declined for changes below their order floor: the least order value of those.
+    older: Mapping[int, int] = field(default_factory=dict)
 
     def only(self, kept: Sequence[int]) -> Outcome:
         """The outcome of the tables `kept` (indexes), numbered in that order."""
@@ -53,6 +55,7 @@ class Outcome:
         return Outcome(
             mapped(self.files), some(self.declined), some(self.shared), self.unread, mapped(self.letters),
             some(self.too_many), mapped(self.frames), self.routing,
+            {at[i]: v for i, v in self.older.items() if i in at},
         )  # fmt: skip
 
 
@@ -84,7 +87,13 @@ def outcome(rows: Sequence[Any], tables: int) -> Outcome:
             frames[int(r.table)] |= {blob[at : at + n] for at in range(0, len(blob), n)}
     new = {i: frozenset(found) for i, found in frames.items() if i not in shared | too_many}
     routing = routing_of(judged) if judged and not unread else None
-    return Outcome(files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many), new, routing)
+    older: dict[int, int] = {}
+    for r in rows:
+        if r.declined and r.older is not None and not unread and int(r.table) not in too_many:
+            older[int(r.table)] = min(int(r.older), older.get(int(r.table), int(r.older)))
+    return Outcome(
+        files, frozenset(every), frozenset(shared), unread, kept, frozenset(too_many), new, routing, older
+    )  # fmt: skip
 
 
 def why_declined(d: DirectItem, i: int, found: Outcome) -> str:

@@ -23,6 +23,10 @@ each would keep a row for it) is written again by a second job of one task, whic
 the table's records of the batch and so holds every change of each key, as Spark's path's shuffle
 would (as many changes as a task of the first job may hold: more take Spark's path). Its first
 files are never committed.
+
+A table of changes ordered across batches whose first round met a change older than the greatest
+order value it holds is written again with the rows it holds above that change's value
+(batch/direct_held.py).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pyspark.sql.types import ArrayType, DataType, DoubleType, LongType, StructF
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.records import guess
 from icesink.batch.direct import DirectWritten, Retry, write_once
+from icesink.batch.direct_held import with_held
 from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import Item, share_inferred
 from icesink.batch.direct_shape import Shaping, shaped
@@ -45,6 +50,7 @@ from icesink.batch.route_guess import RouteGuess
 from icesink.batch.write import CHANGES_PER_TASK
 from icesink.kafka import wire
 from icesink.model import PartitionRange
+from icesink.runtime import faults
 from icesink.schema.evolution import conflicts, merged
 
 log = logging.getLogger(__name__)
@@ -56,23 +62,27 @@ def write_direct(
 ) -> DirectWritten:  # fmt: skip
     """Runs the direct job for `items` (its tasks judging the `guess` of the batch's routing:
     batch/route_guess.py); then a second one for the tables it declined that, evolved, it may take
-    (`_again`): schema evolution without leaving the path; and one of one task for the tables of
-    changes whose keys two of its tasks wrote. What those decline goes Spark's way, as before."""
+    (`_again`): schema evolution without leaving the path, and tables of changes older than the rows
+    they hold; and one of one task for the tables of changes whose keys two of its tasks wrote.
+    What those decline goes Spark's way, as before."""
     first, new = write_once(ctx, targets, items, ranges, batch_id, query_id, guess=guess)
     if not new or first.refuted is not None:
         return first
-    again = ctx.tables.map(new, lambda r: _again(ctx, targets, r))
+    again = ctx.tables.map(new, lambda r: _again(ctx, targets, r, batch_id))
     retry = [d for r, d in zip(new, again, strict=True) if d is not None and not r.whole]
     left = [r.item for r, d in zip(new, again, strict=True) if d is None and not r.whole]
-    evolved = [r for r in new if not r.whole]
+    evolved = [(r, d) for r, d in zip(new, again, strict=True) if not r.whole and r.older is None]
     if evolved:
         log.info(
             "batch %d: %d table(s) carried new writer schemas or JSON fields (%s); the one-pass job writes %d of "
-            "them again, evolved", batch_id, len(evolved), _named(evolved), len(retry),
+            "them again, evolved", batch_id, len(evolved), _named([r for r, _ in evolved]),
+            sum(d is not None for _, d in evolved),
         )  # fmt: skip
     whole, unheld = _in_one_task(new, again, batch_id)
     second, _ = write_once(ctx, targets, retry, ranges, batch_id, query_id, learn=False)
     alone, _ = write_once(ctx, targets, whole, ranges, batch_id, query_id, learn=False, one_task=True)
+    if second.written or alone.written:  # the second round's files written, nothing committed
+        faults.maybe_kill("one-pass-again", batch_id, ctx.spark)
     return DirectWritten(
         first.written + second.written + alone.written,
         first.declined + left + unheld + second.declined + alone.declined,
@@ -112,16 +122,20 @@ def _in_one_task(
     return held, unheld
 
 
-def _again(ctx: BatchContext, targets: Targets, retry: Retry) -> DirectItem | None:
+def _again(ctx: BatchContext, targets: Targets, retry: Retry, batch_id: int) -> DirectItem | None:
     """The table's part of a second direct job, or None (Spark's path). An Avro table: planned
     with the writer schemas its records carried besides those of the first, the table evolved if
     their rows need it (batch/direct_tables.py). A plain JSON table: evolved to the columns Spark
     would infer from its records of the batch (read again on the driver), when they add to its
     own without conflicting; not when nothing is new (the first job declined another record). A
-    new one: staged with those columns."""
+    new one: staged with those columns. A table of changes older than its greatest order value:
+    with the rows it holds above the oldest (batch/direct_held.py)."""
     plan, table, planned = retry.item
     if retry.whole:
         return direct_item(ctx, targets, retry.item)
+    if retry.older is not None:
+        d = direct_item(ctx, targets, retry.item)
+        return with_held(ctx, d, retry.older, batch_id) if d is not None and d.changes is not None else None
     if retry.frames:
         values = sorted({bytes(k) for k in planned.values or ()} | retry.frames)
         return direct_item(ctx, targets, (plan, table, replace(planned, values=values)))

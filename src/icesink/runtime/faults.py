@@ -10,6 +10,9 @@ the worst moments for exactly-once:
   after-multi-table-commit  that request was answered: every table holds the batch, nothing
                       else of it was recorded;
   mid-write           some tables' files are written, others not, nothing is committed;
+  one-pass-again      the one-pass job's second round (batch/direct_rounds.py) wrote its files,
+                      the first round's of the tables it took again are orphans, nothing is
+                      committed;
   guess-refuted       the one-pass job wrote a batch planned with the values its field-routed
                       topics held before, met another, and nothing is committed: the batch is
                       about to be planned again (batch/route_guess.py);

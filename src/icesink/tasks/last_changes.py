@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -51,3 +52,36 @@ def not_older(rows: pa.Table, order: int, held: int) -> pa.Table:
     mine, theirs = rows.column(order), rows.column(held)
     older = pc.fill_null(pc.less(mine, theirs), False)
     return rows.filter(pc.invert(older)) if pc.any(older).as_py() else rows
+
+
+def not_older_than_held(rows: pa.Table, keys: Sequence[int], order: int, held: pa.Table) -> pa.Table:
+    """`rows` less the changes older than the row the table holds for their key, as `not_older`
+    drops them, with the rows the table holds given apart: `held` has the key columns (in the order
+    of `keys`, positions in `rows`) and last the order value of the row held (int64: a timestamp's
+    microseconds). A key `held` lacks, or a change without an order value, is kept. Raises
+    pyarrow's error for key types its hash join does not take (the table is then declined)."""
+    n = rows.num_rows
+    if n == 0 or held.num_rows == 0:
+        return rows
+    names = [f"k{i}" for i in range(len(keys))]
+    probe = pa.table([*(rows.column(p) for p in keys), pa.array(np.arange(n, dtype=np.int64))], names=[*names, "at"])
+    theirs = [held.column(i).cast(probe.column(i).type) for i in range(len(keys))]
+    known = pa.table([*theirs, held.column(len(keys)).cast(pa.int64())], names=[*names, "held"])
+    joined = probe.join(known, keys=names, join_type="inner", use_threads=False)
+    if joined.num_rows == 0:
+        return rows
+    at = joined.column("at")
+    older = pc.fill_null(pc.less(pc.take(order_values(rows.column(order)), at), joined.column("held")), False)
+    if not pc.any(older).as_py():
+        return rows
+    keep = np.ones(n, dtype=bool)
+    keep[pc.filter(at, older).to_numpy()] = False
+    return rows.filter(keep)
+
+
+def order_values(values: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """An `order_by` column's values as the driver's bounds hold them: int64, a timestamp's
+    microseconds since the epoch."""
+    if pa.types.is_timestamp(values.type):
+        values = values.cast(pa.timestamp("us", values.type.tz))
+    return values.cast(pa.int64())

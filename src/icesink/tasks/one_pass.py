@@ -42,9 +42,10 @@ from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 log = logging.getLogger(__name__)
 
 # A row per file written, per table declined (with the frames of the writer schemas it was not
-# given, end to end), per table of changes and task: the fingerprints of the keys it wrote
-# (tasks/change_rows.py), and per table and task with dead letters: their letters.
-DIRECT_DDL = f"table int, declined boolean, keys binary, letters binary, frames binary, {DESCRIPTOR_DDL}"
+# given, end to end, or the least order_by value of its changes below its order floor), per table
+# of changes and task: the fingerprints of the keys it wrote (tasks/change_rows.py), and per table
+# and task with dead letters: their letters.
+DIRECT_DDL = f"table int, declined boolean, keys binary, letters binary, frames binary, older long, {DESCRIPTOR_DDL}"
 # Tables a task finishes at once (200 tables in two tasks: 1.5-2.5 s a task one at a time).
 _WRITERS = 8
 # The table index of the row a task returns when it could not read its records (kafka/reader.py).
@@ -96,12 +97,15 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int, judging: Judging | N
         declined: set[int] = set()
         # Avro tables declined for writer schemas they were not given: the frames their records carry.
         seeking: dict[int, tuple[TableOut, set[bytes]]] = {}
+        older: dict[int, int] = {}  # tables of changes declined for changes below their order floor
         judges = judging.judges() if judging is not None else None
 
         def decline(i: int, frames: set[bytes] | None = None) -> None:
             declined.add(i)
             out = outs.pop(i)
             out.close()  # files it wrote are never committed
+            if out.older is not None:
+                older[i] = out.older
             if frames:
                 seeking[i] = (out, frames)
 
@@ -118,12 +122,13 @@ def direct_fn(tables: Sequence[DirectTable], batch_id: int, judging: Judging | N
         with ThreadPoolExecutor(max_workers=_WRITERS) as pool:
             done = list(pool.map(finish, outs.values()))
         written, keys = _finished(outs, done, declined)
+        older.update({i: out.older for i, out in outs.items() if i in declined and out.older is not None})
         letters = [(i, encoded(out.letters)) for i, out in outs.items() if out.letters and i not in declined]
         if written:
             faults.maybe_kill_worker("executor-write", batch_id)
             faults.maybe_kill_executor("executor-lost", batch_id)
         frames = {i: b"".join(sorted(found)) for i, (_, found) in seeking.items()}
-        yield from results(written, sorted(declined), keys, letters, frames)
+        yield from results(written, sorted(declined), keys, letters, frames, older)
         if judges is not None:
             yield from results([], [], letters=[(ROUTING, routing_blob(judges.found))])
 
@@ -172,10 +177,12 @@ def _avro_tables(
 def results(
     written: list[tuple[int, WrittenFile]], declined: list[int], keys: Sequence[tuple[int, bytes]] = (),
     letters: Sequence[tuple[int, bytes]] = (), frames: Mapping[int, bytes] | None = None,
+    older: Mapping[int, int] | None = None,
 ) -> Iterator[pa.RecordBatch]:  # fmt: skip
     """The task's `DIRECT_DDL` rows: a file written, a table declined (and the frames of writer
-    schemas it was not given), a table's key fingerprints, a table's dead letters."""
-    frames = frames or {}
+    schemas it was not given, or the least order value below its floor), a table's key
+    fingerprints, a table's dead letters."""
+    frames, older = frames or {}, older or {}
     n_files, n_declined, n_keys = len(written), len(declined), len(keys)
     if not n_files + n_declined + n_keys + len(letters):
         return
@@ -187,9 +194,10 @@ def results(
         pa.array(nothing + [k for _, k in keys] + [None] * len(letters), pa.binary()),
         pa.array(nothing + [None] * n_keys + [x for _, x in letters], pa.binary()),
         pa.array([None] * n_files + [frames.get(i) for i in declined] + [None] * (n_keys + len(letters)), pa.binary()),
+        pa.array([None] * n_files + [older.get(i) for i in declined] + [None] * (n_keys + len(letters)), pa.int64()),
         *descriptor_columns(files),
     ]
-    names = ["table", "declined", "keys", "letters", "frames", *DESCRIPTOR_FIELDS]
+    names = ["table", "declined", "keys", "letters", "frames", "older", *DESCRIPTOR_FIELDS]
     yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 

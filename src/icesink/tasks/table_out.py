@@ -28,7 +28,7 @@ from icesink.tasks.decode_connect import ConnectRows, DirectConnect
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn
 from icesink.tasks.files import TableFiles, WriteTask
 from icesink.tasks.json_shape import JsonShape, ShapedJson
-from icesink.tasks.last_changes import last_per_key
+from icesink.tasks.last_changes import last_per_key, not_older_than_held, order_values
 from icesink.tasks.parquet_files import ROW_GROUP_ROWS
 from icesink.tasks.partition_values import UnsupportedPartitionError, partition_strings
 from icesink.tasks.plain_rows import DirectRows, PlainEnvelope
@@ -66,8 +66,12 @@ class DirectTable:
     # Avro, Connect JSON or plain JSON (the key column's own) record keys: the key column is their struct
     key_decoder: DirectAvro | DirectConnect | DirectColumn | None = None
     # A table of changes ordered across batches (batch/direct_tables.py): a change whose order_by
-    # value is below this may be older than the row the table holds, which Spark's path compares.
+    # value is below this may be older than the row the table holds: the table is declined, and
+    # says the least such value (`TableOut.older`).
     order_floor: Any = None
+    # Its second round (batch/direct_held.py): the key columns and order value (int64) of the rows
+    # the table holds above `order_floor`, against which each key's last change is compared.
+    held: pa.Table | None = None
     # A table (an Avro one, or a plain JSON append table) whose records Spark's path would make dead
     # letters of beyond doubt (tasks/dead_letters.py) become letters, its other records staying
     # here; else they decline it.
@@ -112,6 +116,9 @@ class TableOut:
         self._changes: list[pa.Table] = []
         self.fingerprints: bytes | None = None  # of the keys the task wrote changes for
         self.letters: list[Letter] = []  # records the task made dead letters of (`DirectTable.letters`)
+        # The least order_by value (an int; a timestamp's microseconds) of the changes that declined
+        # the table for being below its `order_floor`.
+        self.older: int | None = None
 
     def routed(self, rows: pa.Table, carried: int) -> pa.Table:
         """Decoded rows (after `carried` columns of their own) that the table takes of its
@@ -161,6 +168,7 @@ class TableOut:
         if spec.order_by and floor is not None:
             mine = values.column(spec.order_by)
             if pc.any(pc.less(mine, pa.scalar(floor, mine.type))).as_py():
+                self.older = pc.min(order_values(mine)).as_py()
                 return False
         order = [values.column(spec.order_by)] if spec.order_by else []
         order += [rows.column(i) for i in range(coordinates)]
@@ -192,6 +200,9 @@ class TableOut:
         self._changes = []
         files = self._files = TableFiles(self.table.task, self._pid)
         last = last_per_key(rows, files.writer.key_positions, files.writer.order_positions)
+        held = self.table.held
+        if held is not None:
+            last = not_older_than_held(last, files.writer.key_positions, files.writer.order_positions[0], held)
         self.fingerprints = key_fingerprints(last.select(files.writer.key_positions))
         files.write(last, final=True)
 
