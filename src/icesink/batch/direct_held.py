@@ -16,6 +16,7 @@ carry take Spark's path, as before.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import replace
 
 from pyspark.sql import functions as F
@@ -52,7 +53,9 @@ def with_held(ctx: BatchContext, d: DirectItem, older: int, batch_id: int) -> Di
     above = order > (F.timestamp_micros(F.lit(older)) if timestamp else F.lit(older))
     value = F.unix_micros(order) if timestamp else order.cast("long")
     keys = [F.col(f"`{k}`") for k in spec.keys]
+    started = time.monotonic()
     held = rows.where(above).select(*keys, value.alias(HELD)).limit(HELD_ROWS + 1).toArrow()
+    took = time.monotonic() - started
     if held.num_rows > HELD_ROWS:
         log.info(
             "batch %d: table %s: more than %d of its rows have an %s above %s, its batch's oldest change; its "
@@ -61,6 +64,7 @@ def with_held(ctx: BatchContext, d: DirectItem, older: int, batch_id: int) -> Di
         return None
     log.info(
         "batch %d: table %s: changes older than its greatest %s; the one-pass job writes it again against "
-        "the %d row(s) it holds above %s", batch_id, plan.table, spec.order_by, held.num_rows, older,
+        "the %d row(s) it holds above %s (read in %.2f s)", batch_id, plan.table, spec.order_by, held.num_rows,
+        older, took,
     )  # fmt: skip
     return replace(d, order_floor=older, held=held)
