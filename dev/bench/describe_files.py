@@ -26,7 +26,8 @@ from pyspark.sql import SparkSession
 
 from dev.kit.scenario import Scenario
 from icesink.iceberg.file_descriptions import Described
-from icesink.iceberg.jvm import jvm, string_array
+from icesink.iceberg.jvm import jvm
+from icesink.iceberg.warm_up import in_memory_namespace
 from icesink.job.session import build_session
 from icesink.model import WrittenFile
 from icesink.tasks.parquet_files import footer_file
@@ -67,10 +68,7 @@ def _footer(rows: int, seed: int) -> bytes:
 def _table(spark: SparkSession) -> Any:
     view = jvm(spark)
     ice = view.org.apache.iceberg
-    catalog = ice.inmemory.InMemoryCatalog()
-    catalog.initialize("describe-files", view.java.util.HashMap())
-    namespace = ice.catalog.Namespace.of(string_array(spark, ["bench"]))
-    catalog.createNamespace(namespace)
+    catalog, namespace = in_memory_namespace(spark, "describe-files", "bench")
     fields = ",".join(
         f'{{"id": {i + 1}, "name": "{n}", "required": {str(n == "id").lower()}, "type": "{_iceberg(t)}"}}'
         for i, (n, t) in enumerate(COLUMNS)

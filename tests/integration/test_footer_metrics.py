@@ -22,6 +22,7 @@ from pyspark.sql import SparkSession
 from icesink.iceberg import footer_metrics
 from icesink.iceberg.file_descriptions import Described
 from icesink.iceberg.jvm import jvm, string_array
+from icesink.iceberg.warm_up import in_memory_namespace
 from icesink.model import WrittenFile
 from icesink.tasks.parquet_files import dictionary_columns, footer_file
 
@@ -141,9 +142,7 @@ def _table(
     ice = view.org.apache.iceberg
     namespace = ice.catalog.Namespace.of(string_array(spark, ["m"]))
     if catalog is None:
-        catalog = ice.inmemory.InMemoryCatalog()
-        catalog.initialize("footer-metrics", view.java.util.HashMap())
-        catalog.createNamespace(namespace)
+        catalog, namespace = in_memory_namespace(spark, "footer-metrics", "m")
     schema = ice.SchemaParser.fromJson(json.dumps(iceberg))
     spec = ice.PartitionSpecParser.fromJson(schema, json.dumps({"spec-id": 0, "fields": partition or []}))
     props = view.java.util.HashMap()
@@ -367,17 +366,14 @@ def test_a_commit_describes_each_file_in_two_py4j_calls(spark: SparkSession) -> 
 def test_a_table_created_again_under_its_name_is_described_by_its_own_columns(spark: SparkSession) -> None:
     # What is asked of a table once (metrics modes, partition types, key ids) is the table's own:
     # another table of the same name, schema id and spec id has other field ids and partitions.
-    view = jvm(spark)
-    catalog = view.org.apache.iceberg.inmemory.InMemoryCatalog()
-    catalog.initialize("footer-metrics-again", view.java.util.HashMap())
-    catalog.createNamespace(view.org.apache.iceberg.catalog.Namespace.of(string_array(spark, ["m"])))
+    catalog, _ = in_memory_namespace(spark, "footer-metrics-again", "m")
     first = _table(spark, {}, PARTITIONED[1:2], catalog=catalog, name="again")
     rows = _rows(10)
     footer = _footer(rows)
     f = WrittenFile(f"memory://m/{uuid.uuid4().hex}.parquet", 10, 999, "deletes", ("3",), footer)
     assert Described(spark, first).equality_deletes(f, ["id"]).equalityFieldIds().get(0) == 1
 
-    catalog.dropTable(view.org.apache.iceberg.catalog.TableIdentifier.parse("m.again"))
+    catalog.dropTable(jvm(spark).org.apache.iceberg.catalog.TableIdentifier.parse("m.again"))
     moved = {**ICEBERG, "fields": ICEBERG["fields"][1:] + ICEBERG["fields"][:1]}  # the catalog numbers ids anew
     again = _table(spark, {}, [{"name": "day", "transform": "day", "source-id": 13, "field-id": 1000}],
                    catalog=catalog, name="again", iceberg=moved)  # fmt: skip

@@ -40,7 +40,11 @@ class Described:
         self._table = table
         self._spec = table.spec()
         self._schema = table.schema()
-        self._facts = file_json.facts_of(id(self._java), table, self._schema, self._spec, self._java.metrics_config)
+        self._facts = (
+            file_json.facts_of(id(self._java), table, self._schema, self._spec, self._java.metrics_config)
+            if from_footers
+            else None
+        )
         self._partitioned = self._facts.partitioned if self._facts else bool(self._spec.isPartitioned())
         self._metrics_config: JavaObject | None = self._facts.metrics_config if self._facts else None
         self._footers: JavaObject | None = None

@@ -207,15 +207,13 @@ def _column_bounds(
 
 def _bounds(kind: str, stats: list[Any], length: int) -> tuple[bytes | None, bytes | None] | None:
     """The column's lower and upper bounds over its chunks' statistics, as Iceberg serializes
-    them, or None when Iceberg keeps none (no value, or a NaN bound)."""
+    them, or None when Iceberg keeps none (no value; a chunk with a NaN bound says none: `_values`)."""
     pairs = [p for p in (_values(kind, s) for s in stats) if p is not None]
     if not pairs:
         return None
     key = _order(kind)
     low = min((p[0] for p in pairs), key=key)
     high = max((p[1] for p in pairs), key=key)
-    if kind in ("float", "double") and (math.isnan(low) or math.isnan(high)):
-        return None
     if kind == "string":
         return _utf8(_string_min(low, length)), _utf8(_string_max(high, length))
     if kind == "binary":

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from icesink.iceberg.file_descriptions import Described
-from icesink.iceberg.jvm import jsession, jvm, string_array
+from icesink.iceberg.jvm import JavaObject, jsession, jvm, string_array
 from icesink.model import WrittenFile
 from icesink.tasks.parquet_files import footer_file
 
@@ -49,13 +49,22 @@ def _s3_client(spark: SparkSession, catalog_name: str) -> bool:
     return True
 
 
-def _commit_path(spark: SparkSession) -> None:
+def in_memory_namespace(spark: SparkSession, catalog_name: str, namespace: str) -> tuple[JavaObject, JavaObject]:
+    """(a new catalog of Iceberg's in memory, a namespace made in it): for throwaway tables of
+    the driver JVM alone (also the benchmarks' and tests' of the commit's file descriptions)."""
     view = jvm(spark)
     ice = view.org.apache.iceberg
     catalog = ice.inmemory.InMemoryCatalog()
-    catalog.initialize("icesink-warm-up", view.java.util.HashMap())
-    namespace = ice.catalog.Namespace.of(string_array(spark, ["warm_up"]))
-    catalog.createNamespace(namespace)
+    catalog.initialize(catalog_name, view.java.util.HashMap())
+    made = ice.catalog.Namespace.of(string_array(spark, [namespace]))
+    catalog.createNamespace(made)
+    return catalog, made
+
+
+def _commit_path(spark: SparkSession) -> None:
+    view = jvm(spark)
+    ice = view.org.apache.iceberg
+    catalog, namespace = in_memory_namespace(spark, "icesink-warm-up", "warm_up")
     types = ice.types.Types
     fields = view.java.util.ArrayList()
     fields.add(types.NestedField.required(1, "id", types.LongType.get()))
