@@ -10,9 +10,10 @@ after the first two (the first creates the table; the second warms the session's
 
 `--schemas off`: the same events as the converter writes them with `schemas.enable=false` (the
 payloads alone, plain JSON keys), which the one-pass job takes too. `--resent N`: each batch starts
-with the previous batch's last N changes sent again, older than what the table holds (as Debezium
-re-sends after a Kafka Connect crash): the one-pass job's second round against the rows the table
-holds (batch/direct_held.py).
+with the previous batch's last N changes sent again (as Debezium re-sends after a Kafka Connect
+crash): older than the greatest `_source_lsn` the table holds, though not than their own keys'
+rows, so the one-pass job's first round declines the table and its second round compares them
+with the rows the table holds (batch/direct_held.py).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pytest
 from pyspark.sql import types as T
 
 from icesink.batch.direct_avro import direct_avro
@@ -22,6 +23,7 @@ from icesink.tasks.avro_records import avro_rows
 from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.change_rows import OP, ChangeSpec
 from icesink.tasks.dead_letters import Letter
+from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.files import WriteTask
 from icesink.tasks.routing import RouteFilter
 from icesink.tasks.table_out import DirectTable, TableOut
@@ -53,7 +55,9 @@ def framed(schema_id: int, schema: dict[str, Any], record: dict[str, Any]) -> by
     return buf.getvalue()
 
 
-def table_out(letters: bool = False, route: RouteFilter | None = None) -> TableOut:
+def table_out(
+    letters: bool = False, route: RouteFilter | None = None, floor: int | None = None, held: pa.Table | None = None
+) -> TableOut:  # fmt: skip
     values = T.StructType(
         [T.StructField(n, t) for n, t in [("id", T.LongType()), ("v", T.LongType()), ("op", T.StringType())]]
     )
@@ -62,9 +66,9 @@ def table_out(letters: bool = False, route: RouteFilter | None = None) -> TableO
     assert decoder is not None
     assert keys is not None
     task = WriteTask("t", ARROW, "s3://b/t/", "p", storage=None)  # type: ignore[arg-type]
-    spec = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "_key")
+    spec = ChangeSpec(WriteMode.CHANGELOG, ("id",), "op", "_key", "v" if floor is not None else None)
     table = DirectTable(task, decoder, {("t", 0): (0, 9)}, changes=spec, key_column="_key", key_decoder=keys,
-                        letters=letters, route=route)  # fmt: skip
+                        letters=letters, route=route, order_floor=floor, held=held)  # fmt: skip
     return TableOut(table, 0)
 
 
@@ -133,3 +137,27 @@ def test_changes_sparks_path_makes_dead_letters_of_are_the_tasks_letters_and_the
         assert rows is not None
         assert not declines.add_changes(rows), "no letters taken (a routed table's would be lost): declined"
         assert not declines.letters
+
+
+def test_changes_below_the_order_floor_decline_the_table_once_all_are_read_with_the_least_of_them() -> None:
+    """The first round's task goes on looking at the table's changes after one below the floor
+    (keeping none of them), so that the second round's floor, the least of them, holds for all
+    (batch/direct_held.py); the table is declined at the task's end."""
+
+    def change(i: int, v: int) -> tuple[bytes, bytes]:
+        return framed(2, KEY1, {"id": i}), framed(1, VALUE, {"id": i, "v": v, "op": "u"})
+
+    out = table_out(floor=100)
+    for chunk in ([change(1, 150), change(2, 90)], [change(3, 200)], [change(4, 50), change(5, 70)]):
+        rows = avro_rows(out, batch(chunk))
+        assert rows is not None
+        assert out.add_changes(rows), "not declined before every change is read"
+    assert out.older == 50
+    assert out._changes == [], "the changes after the first below the floor are not kept"
+    with pytest.raises(DeclinedValueError, match="order value 50"):
+        out.flush(last=True)
+    fine = table_out(floor=100)
+    rows = avro_rows(fine, batch([change(1, 150), change(2, 100)]))
+    assert rows is not None
+    assert fine.add_changes(rows)
+    assert fine.older is None, "a change at the floor is older than nothing the table holds"

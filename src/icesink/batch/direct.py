@@ -94,9 +94,10 @@ def write_once(
     query_id: str, learn: bool = True, guess: RouteGuess | None = None, one_task: bool = False,
 ) -> tuple[DirectWritten, list[Retry]]:  # fmt: skip
     """One direct job for `items`: what it wrote and declined, and (with `learn`) the tables it
-    declined that a second job may take once they are evolved (batch/direct_rounds.py): Avro tables
-    whose records carry writer schemas they were not given (those schemas' frames), and plain JSON
-    tables (a record of a new field, or of a wider type; a new table's sample did not have it).
+    declined that a second job may take (batch/direct_rounds.py): Avro tables whose records carry
+    writer schemas they were not given (those schemas' frames), tables of changes whose keys two
+    tasks wrote or that hold changes below their order floor, and plain JSON tables (a record of a
+    new field, or of a wider type; a new table's sample did not have it).
     With `guess`, its tasks also route the guessed topics' records (batch/route_guess.py): a guess
     they refute leaves nothing written (no table created), and the tables of values they did not
     meet are left out. With `one_task`, one task reads every record of `items`."""

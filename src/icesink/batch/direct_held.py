@@ -28,7 +28,8 @@ from icesink.batch.direct_item import DirectItem
 log = logging.getLogger(__name__)
 
 # Rows held above the least older value that a second round carries to each of its tasks (a key
-# and an order value each: ~16 MB for long keys); more go through Spark's path's join.
+# and an order value each: ~16 MB for long keys), all of its tables' together; more go through
+# Spark's path's join.
 HELD_ROWS = 500_000
 HELD = "__icesink_held"
 
@@ -68,3 +69,23 @@ def with_held(ctx: BatchContext, d: DirectItem, older: int, batch_id: int) -> Di
         older, took,
     )  # fmt: skip
     return replace(d, order_floor=older, held=held)
+
+
+def within_budget(items: list[DirectItem | None], batch_id: int) -> list[DirectItem | None]:
+    """`items` of one second round, less (None: Spark's path) the tables of held rows beyond
+    HELD_ROWS in all: every task of the round carries every table's."""
+    out: list[DirectItem | None] = []
+    total = 0
+    for d in items:
+        rows = d.held.num_rows if d is not None and d.held is not None else 0
+        if rows and total + rows > HELD_ROWS:
+            assert d is not None
+            log.info(
+                "batch %d: table %s: its %d held row(s) would make the one-pass job's second round carry more "
+                "than %d; its records go through Spark's decoder", batch_id, d.item[0].table, rows, HELD_ROWS,
+            )  # fmt: skip
+            out.append(None)
+            continue
+        total += rows
+        out.append(d)
+    return out

@@ -33,7 +33,8 @@ class DirectItem:
     changes: ChangeSpec | None = None  # an upsert or changelog table
     key: RecordKey | None = None  # the column of the record key (batch/direct_keys.py), and its decoder
     # A table of changes ordered across batches: the order_by value below which a change may be
-    # older than the row the table holds (its tasks decline such a batch; batch/direct_changes.py).
+    # older than the row the table holds (its tasks decline such a batch, saying the least such
+    # value: batch/direct_changes.py; a second round's is that least value, batch/direct_held.py).
     order_floor: Any = None
     # Its second round's rows the table holds above that floor, keys and order value (batch/direct_held.py).
     held: pa.Table | None = None

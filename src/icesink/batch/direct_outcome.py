@@ -108,7 +108,7 @@ def why_declined(d: DirectItem, i: int, found: Outcome) -> str:
         return "the table as created does not fit the files written for it"
     if d.changes is not None:
         floor = d.order_floor
-        older = f", an {d.changes.order_by} below {floor}, which a row of the table holds" if floor is not None else ""
+        older = f", an {d.changes.order_by} below {floor}, older than what the table holds" if floor is not None else ""
         return (
             f"a record the one-pass {_format(d)} decoder does not take (another schema, a body or record key that "
             "does not decode, a value out of range, an operation that is not ASCII, a JSON change event without "

@@ -39,7 +39,7 @@ from pyspark.sql.types import ArrayType, DataType, DoubleType, LongType, StructF
 from icesink.batch.context import BatchContext
 from icesink.batch.decode.records import guess
 from icesink.batch.direct import DirectWritten, Retry, write_once
-from icesink.batch.direct_held import with_held
+from icesink.batch.direct_held import with_held, within_budget
 from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import Item, share_inferred
 from icesink.batch.direct_shape import Shaping, shaped
@@ -68,7 +68,7 @@ def write_direct(
     first, new = write_once(ctx, targets, items, ranges, batch_id, query_id, guess=guess)
     if not new or first.refuted is not None:
         return first
-    again = ctx.tables.map(new, lambda r: _again(ctx, targets, r, batch_id))
+    again = within_budget(ctx.tables.map(new, lambda r: _again(ctx, targets, r, batch_id)), batch_id)
     retry = [d for r, d in zip(new, again, strict=True) if d is not None and not r.whole]
     left = [r.item for r, d in zip(new, again, strict=True) if d is None and not r.whole]
     evolved = [(r, d) for r, d in zip(new, again, strict=True) if not r.whole and r.older is None]

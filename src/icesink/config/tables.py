@@ -120,7 +120,8 @@ class TablesConfig(Section):
         description=(
             "with order_by: table skips a change older than the row the table already holds for its key "
             "(redelivered changes never move a row back; costs a read of the table's key and order_by "
-            "columns per batch); batch orders changes within each batch only"
+            "columns for a batch with a change below the greatest order_by value the table holds); batch "
+            "orders changes within each batch only"
         ),
     )
     sort_by: list[Identifier] = Field(

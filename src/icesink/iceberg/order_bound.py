@@ -4,7 +4,8 @@ the one-pass job order a batch's changes across batches without reading the tabl
 Spark's path joins each change with the row the table holds for its key and drops a change older
 than it (tasks/last_changes.not_older). A change whose order value is at least every value the
 table holds is older than none of them, so when all of a batch's are, that join drops nothing:
-the one-pass job writes the batch and its tasks decline it otherwise (batch/direct_tables.py). The
+the one-pass job writes the batch; otherwise its tasks decline it and a second round compares
+the changes with the rows the table holds above the oldest of them (batch/direct_held.py). The
 bound is the greatest upper bound of the column over the snapshot's data files (deleted rows
 count too: the bound only grows), read from the `data_files` metadata table, which plans from the
 manifests alone. A file without the column's bound (metrics off for the column, more columns than

@@ -116,8 +116,8 @@ class TableOut:
         self._changes: list[pa.Table] = []
         self.fingerprints: bytes | None = None  # of the keys the task wrote changes for
         self.letters: list[Letter] = []  # records the task made dead letters of (`DirectTable.letters`)
-        # The least order_by value (an int; a timestamp's microseconds) of the changes that declined
-        # the table for being below its `order_floor`.
+        # The least order_by value (an int; a timestamp's microseconds) of the task's changes below
+        # the table's `order_floor`, which decline it.
         self.older: int | None = None
 
     def routed(self, rows: pa.Table, carried: int) -> pa.Table:
@@ -137,8 +137,9 @@ class TableOut:
     def add_changes(self, rows: pa.Table) -> bool:
         """Changes decoded with their Kafka coordinates (`ORDER`) and whether each is a tombstone
         before the table's columns; False when one would not be applied (no key, an unknown
-        operation: dead letters where the table takes them, `change_problems`) or may be older than
-        the row the table holds (`order_floor`): the table is declined."""
+        operation: dead letters where the table takes them, `change_problems`): the table is
+        declined. A change that may be older than the row the table holds (below `order_floor`)
+        declines it too, once all are read (`older`)."""
         spec = self.table.changes
         assert spec is not None
         coordinates = len(ORDER)  # by position: a table may have a column named offset too
@@ -167,9 +168,15 @@ class TableOut:
         floor = self.table.order_floor
         if spec.order_by and floor is not None:
             mine = values.column(spec.order_by)
-            if pc.any(pc.less(mine, pa.scalar(floor, mine.type))).as_py():
-                self.older = pc.min(order_values(mine)).as_py()
-                return False
+            below = pc.less(mine, pa.scalar(floor, mine.type))
+            if pc.any(below).as_py():
+                least = pc.min(order_values(pc.filter(mine, below))).as_py()
+                self.older = least if self.older is None else min(self.older, least)
+        if self.older is not None:
+            # The table is declined once the task has read all of its changes (`_write_changes`),
+            # the least of those below the floor known then: the second round reads the rows the
+            # table holds above it once. Meanwhile its changes are only looked at.
+            return True
         order = [values.column(spec.order_by)] if spec.order_by else []
         order += [rows.column(i) for i in range(coordinates)]
         parts = partition_strings(values, self.table.partition_by)
@@ -194,6 +201,8 @@ class TableOut:
     def _write_changes(self) -> None:
         """Each key's last change among all the task read: its key to the delete file, its row to
         the data file unless it is a delete (files.py)."""
+        if self.older is not None:
+            raise DeclinedValueError(f"a change of order value {self.older}, below the table's order floor")
         if not self._changes:
             return
         rows = pa.concat_tables(self._changes)
