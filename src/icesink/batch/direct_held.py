@@ -8,9 +8,9 @@ is above `v`: the driver reads those rows (their keys and order values, at the s
 commits on), and a second round's tasks, with `v` as their floor, drop each key's last change that
 is older than the row held for its key (tasks/last_changes.not_older_than_held), as Spark's path's
 join with the whole table drops it. Redelivered changes (a Debezium connector restarted) and
-topic-partitions read at different paces make such batches; most hold few rows above `v`, whose
-files the order column's bounds let Iceberg's scan skip the rest of. More rows than a task should
-carry take Spark's path, as before.
+topic-partitions read at different paces make such batches; most tables hold few rows above `v`,
+and the order column's bounds let Iceberg's scan skip the files below it. More rows than a task
+should carry take Spark's path, as before.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import replace
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
+from icesink.batch.changes import HELD
 from icesink.batch.context import BatchContext
 from icesink.batch.direct_item import DirectItem
 
@@ -31,7 +32,6 @@ log = logging.getLogger(__name__)
 # and an order value each: ~16 MB for long keys), all of its tables' together; more go through
 # Spark's path's join.
 HELD_ROWS = 500_000
-HELD = "__icesink_held"
 
 
 def with_held(ctx: BatchContext, d: DirectItem, older: int, batch_id: int) -> DirectItem | None:
