@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
 from dev.kit.scenario import Scenario
-from icesink.job.session import build_session
+from icesink.job.session import WORKER_ENV, build_session
 
 
 def _reachable(hostport: str) -> bool:
@@ -35,17 +35,20 @@ def stack() -> None:
 
 
 def _local_session() -> SparkSession:
-    """A plain local session (no catalog, no jars, no Kafka), with the job's time zone."""
+    """A plain local session (no catalog, no jars, no Kafka), with the job's time zone and the
+    environment the job gives its Python workers."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers must import icesink
-    return (
+    builder = (
         SparkSession.builder.master("local[1]")
         .appName("icesink-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
     )
+    for k, v in WORKER_ENV.items():
+        builder = builder.config(f"spark.executorEnv.{k}", v)
+    return builder.getOrCreate()
 
 
 @pytest.fixture(scope="session")

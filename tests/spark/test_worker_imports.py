@@ -1,6 +1,7 @@
 """PySpark's Python workers, as the tasks leave them: pyarrow told there is no pandas (its first
-conversion would import it: ~35 MB a worker; tasks/worker_imports.arrow_without_pandas), and the
-tasks' conversions working all the same."""
+conversion would import it: ~35 MB a worker; tasks/worker_imports.arrow_without_pandas) and taking
+its memory from jemalloc (the workers' environment, job/session.py), and the tasks' conversions
+working all the same."""
 
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ def _modules(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             pa.array([os.getpid()] * rows, pa.int64()),
             pa.array(["pandas" in sys.modules] * rows),
             pa.array([parsed is not None and parsed[0].to_pylist() == [1, 2]] * rows),
+            pa.array([pa.default_memory_pool().backend_name] * rows),
         ],
-        names=["pid", "pandas", "parsed"],
+        names=["pid", "pandas", "parsed", "pool"],
     )
 
 
-def test_the_workers_run_the_tasks_without_pandas(spark: SparkSession) -> None:
-    rows = spark.range(0, 4, 1, 4).mapInArrow(_modules, "pid long, pandas boolean, parsed boolean").collect()
+def test_the_workers_run_the_tasks_without_pandas_and_with_jemalloc(spark: SparkSession) -> None:
+    schema = "pid long, pandas boolean, parsed boolean, pool string"
+    rows = spark.range(0, 4, 1, 4).mapInArrow(_modules, schema).collect()
     assert len(rows) == 4
     assert [r.pandas for r in rows] == [False] * 4, "no worker imported pandas"
+    assert [r.pool for r in rows] == ["jemalloc"] * 4
     assert all(r.parsed for r in rows), "Arrow's JSON reader and conversions as without the hook"

@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from icesink.config import load_config
-from icesink.job.session import DRIVER_LOG_OPTIONS, JIT_OPTIONS, jvm_conf, with_jit_options
+from icesink.config import load_config, parse_config
+from icesink.job.session import DRIVER_LOG_OPTIONS, JIT_OPTIONS, jvm_conf, session_conf, with_jit_options
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -305,6 +305,19 @@ def test_a_session_that_launches_its_jvm_adds_the_jit_option_to_the_users_own() 
     }
     # A user who decided it keeps their choice.
     assert with_jit_options("-XX:+DontCompileHugeMethods") == "-XX:+DontCompileHugeMethods"
+
+
+def test_the_python_workers_take_arrow_memory_from_jemalloc_unless_the_config_says_otherwise() -> None:
+    """tests/spark/test_worker_imports.py checks what the workers then use."""
+    minimal = {
+        "job": {"checkpoint_location": "/tmp/cp"},
+        "kafka": {"bootstrap_servers": "k:9092", "subscribe_pattern": "events[.][0-9]{8}"},
+        "catalog": {"uri": "http://c:8181"},
+    }
+    pool = "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"
+    assert session_conf(parse_config(minimal, environ={}))[pool] == "jemalloc"
+    own = parse_config({**minimal, "spark": {"conf": {pool: "system"}}}, environ={})
+    assert session_conf(own)[pool] == "system"
 
 
 def test_the_compose_job_runs_with_the_jit_option() -> None:
