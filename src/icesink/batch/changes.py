@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -174,6 +174,16 @@ def classify(
 
 
 HELD = "__icesink_held"  # the order_by value of the row a table holds for a key
+
+
+def held_rows(spark: SparkSession, table: str, snapshot_id: int, spec: ChangeSpec) -> DataFrame:
+    """The keys and `order_by` values (as HELD) of the rows `table` (catalog.namespace.name) holds
+    at `snapshot_id`: what a batch's changes are compared with when ordered across batches (Spark's
+    path's join, batch/write.py; the one-pass second round's rows, batch/direct_held.py). A filter
+    on HELD reaches Iceberg's scan as one on the order column, so its bounds skip files."""
+    assert spec.order_by is not None
+    rows = spark.read.format("iceberg").option("versionAsOf", str(snapshot_id)).load(table)
+    return rows.select(*[F.col(f"`{k}`") for k in spec.keys], F.col(f"`{spec.order_by}`").alias(HELD))
 
 
 def change_order(spec: ChangeSpec) -> list[Column]:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from icesink.batch.changes import HELD
+from icesink.batch.changes import HELD, held_rows
 from icesink.batch.context import BatchContext
 from icesink.batch.direct_item import DirectItem
 
@@ -44,13 +44,9 @@ def with_held(ctx: BatchContext, d: DirectItem, older: int, batch_id: int) -> Di
     assert table is not None
     snapshot = table.currentSnapshot()
     assert snapshot is not None  # a table without one has no floor, and declines for none
-    rows = (
-        ctx.spark.read.format("iceberg")
-        .option("versionAsOf", str(snapshot.snapshotId()))
-        .load(f"{ctx.config.catalog.name}.{plan.table}")
-    )
-    order = F.col(f"`{spec.order_by}`")
-    timestamp = isinstance(rows.schema[spec.order_by].dataType, TimestampType)
+    rows = held_rows(ctx.spark, f"{ctx.config.catalog.name}.{plan.table}", snapshot.snapshotId(), spec)
+    order = F.col(HELD)
+    timestamp = isinstance(rows.schema[HELD].dataType, TimestampType)
     above = order > (F.timestamp_micros(F.lit(older)) if timestamp else F.lit(older))
     value = F.unix_micros(order) if timestamp else order.cast("long")
     keys = [F.col(f"`{k}`") for k in spec.keys]

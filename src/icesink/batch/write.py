@@ -147,12 +147,7 @@ def _held_order(ctx: BatchContext, w: TableWork) -> DataFrame | None:
     snapshot = w.table.currentSnapshot() if w.table is not None else None
     if snapshot is None or spec.order_by not in w.target.fieldNames():
         return None
-    rows = (
-        ctx.spark.read.format("iceberg")
-        .option("versionAsOf", str(snapshot.snapshotId()))
-        .load(f"{ctx.config.catalog.name}.{w.plan.table}")
-    )
-    return rows.select(*[F.col(f"`{k}`") for k in spec.keys], F.col(f"`{spec.order_by}`").alias(changes.HELD))
+    return changes.held_rows(ctx.spark, f"{ctx.config.catalog.name}.{w.plan.table}", snapshot.snapshotId(), spec)
 
 
 @dataclass(frozen=True)
