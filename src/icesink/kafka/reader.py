@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from icesink.model import PartitionRange
@@ -249,13 +250,44 @@ def _batch(columns: tuple[list[Any], ...], column: str | None, keys: bool) -> pa
         pa.array(topics, pa.string()),
         pa.array(partitions, pa.int32()),
         pa.array(offsets, pa.int64()),
-        pa.array(values, pa.binary()),
+        binary_array(values),
     ]
     names = ["topic", "partition", "offset", "value"]
     if column is not None:
         arrays.append(pa.array(named, pa.bool_()))
         names.append(column)
     if keys:
-        arrays.append(pa.array(record_keys, pa.binary()))
+        arrays.append(binary_array(record_keys))
         names.append("key")
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+# Values of at least this many bytes on average are copied into one buffer of their total size.
+_LARGE_VALUES = 1024
+
+
+def binary_array(values: list[bytes | None]) -> pa.Array:
+    """`values` (None: null) as a binary array. pa.array's builder grows its data buffer as it
+    appends, each growth a new allocation and a copy of what it holds: for a chunk of 10,000
+    Kafka Connect JSON values (~3.6 KB each) 7.6 ms with pyarrow's mimalloc and 50 ms with jemalloc
+    (the workers' pool, job/session.py: it hands back the pages of a freed buffer, so each growth
+    touches fresh ones), against 4.9 and 26 ms copied once into a buffer of their total size.
+    Smaller values are cheaper through the builder (0.3 ms against 1.3 for 200-byte values)."""
+    n = len(values)
+    nulls = values.count(None)
+    lengths = np.fromiter((0 if v is None else len(v) for v in values), np.int64, n)
+    total = int(lengths.sum())
+    if total < _LARGE_VALUES * max(n - nulls, 1) or total >= 2**31:  # 2**31: more than int32 offsets hold
+        return pa.array(values, pa.binary())
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:], dtype=np.int32)
+    data = pa.allocate_buffer(total)
+    view = memoryview(data).cast("B")
+    at = 0
+    for v in values:
+        if v is not None:
+            end = at + len(v)
+            view[at:end] = v
+            at = end
+    validity = pa.array([v is not None for v in values], pa.bool_()).buffers()[1] if nulls else None
+    return pa.Array.from_buffers(pa.binary(), n, [validity, pa.py_buffer(offsets), data], null_count=nulls)
