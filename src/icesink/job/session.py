@@ -47,10 +47,10 @@ _DEFAULTS = {
 
 # The Python workers' environment (`spark.executorEnv.*`, which PySpark's daemon and its workers get).
 # Arrow's memory from jemalloc rather than pyarrow's default pool (mimalloc), which holds on to more
-# of what a task frees: a 300,000-record Avro batch's workers peaked ~80 MB lower, at the same
-# records/s. Arrow reads the variable once, at its first allocation, which comes before a task's
-# code runs: hence the environment, not the tasks' code. A pyarrow without jemalloc warns and
-# keeps its default.
+# of what a task frees: a 300,000-record batch's workers peaked 80-230 MB lower (by shape), for the
+# same CPU a record but a few per cent more for Debezium's (docs/performance.md). Arrow reads the
+# variable once, at its first allocation, which comes before a task's code runs: hence the
+# environment, not the tasks' code. A pyarrow without jemalloc warns and keeps its default.
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
 _DEFAULTS.update({f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()})
 
