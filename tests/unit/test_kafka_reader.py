@@ -84,24 +84,26 @@ def test_a_consumer_takes_two_pieces_of_one_partition_one_after_the_other() -> N
     assert found == [[r("a", 0, 0, 9), r("a", 1, 0, 9)], [r("a", 0, 20, 29)]]
 
 
-def test_values_become_the_binary_array_arrows_builder_makes_large_or_small() -> None:
-    """reader.binary_array copies large values into one buffer: the same array as pa.array's, with
-    its nulls (tombstones), empty values, and a slice of it."""
+def test_values_become_the_binary_array_arrows_builder_makes_large_or_small(monkeypatch: Any) -> None:
+    """reader.binary_array, copying values into one buffer or through pa.array's builder (each way
+    forced, then by the values' size): the array pa.array makes, with its nulls (tombstones), empty
+    values, and a slice of it."""
     import random
 
     import pyarrow as pa
 
     rng = random.Random(7)
-    cases: list[list[bytes | None]] = [[], [None, None], [b"", b"abc", None], [b"x" * 5000] * 3]
+    cases: list[list[bytes | None]] = [[], [None, None], [b"", b"abc", None], [b"x" * 5000] * 3, [b"y" * 1024] * 4]
     for _ in range(100):
         size = rng.choice([10, 500, 3600])
         cases.append(
             [None if rng.random() < 0.2 else rng.randbytes(rng.randint(0, 2 * size)) for _ in range(rng.randint(1, 60))]
         )
-    for values in cases:
-        got = reader.binary_array(values)
-        got.validate(full=True)
-        assert got.type == pa.binary()
-        assert got.to_pylist() == values
-        assert got.null_count == values.count(None)
-        assert got.slice(1).to_pylist() == values[1:]
+    for threshold in (0, 2**40, reader._LARGE_VALUES):
+        monkeypatch.setattr(reader, "_LARGE_VALUES", threshold)
+        for values in cases:
+            got = reader.binary_array(values)
+            got.validate(full=True)
+            assert got.equals(pa.array(values, pa.binary())), (threshold, values[:3])
+            assert got.null_count == values.count(None)
+            assert got.slice(1).to_pylist() == values[1:]
