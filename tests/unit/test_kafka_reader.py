@@ -1,9 +1,11 @@
-"""The one-pass job's own Kafka reads (kafka/reader.py): how ranges are shared among tasks, and
-when librdkafka cannot read them (Spark's source does)."""
+"""The one-pass job's own Kafka reads (kafka/reader.py): how ranges are shared among tasks, when
+librdkafka cannot read them (Spark's source does), and the Arrow arrays its records become."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from icesink.config import parse_config
 from icesink.kafka import reader
@@ -84,7 +86,7 @@ def test_a_consumer_takes_two_pieces_of_one_partition_one_after_the_other() -> N
     assert found == [[r("a", 0, 0, 9), r("a", 1, 0, 9)], [r("a", 0, 20, 29)]]
 
 
-def test_values_become_the_binary_array_arrows_builder_makes_large_or_small(monkeypatch: Any) -> None:
+def test_values_become_the_binary_array_arrows_builder_makes_large_or_small(monkeypatch: pytest.MonkeyPatch) -> None:
     """reader.binary_array, copying values into one buffer or through pa.array's builder (each way
     forced, then by the values' size): the array pa.array makes, with its nulls (tombstones), empty
     values, and a slice of it."""
