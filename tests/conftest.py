@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from dev.kit.endpoints import CATALOG_URI, KAFKA, S3_ENDPOINT
 from dev.kit.scenario import Scenario
-from icesink.job.session import WORKER_ENV, build_session
+from icesink.job.session import WORKER_DAEMON, WORKER_ENV, build_session
 
 
 def _reachable(hostport: str) -> bool:
@@ -35,8 +35,8 @@ def stack() -> None:
 
 
 def _local_session() -> SparkSession:
-    """A plain local session (no catalog, no jars, no Kafka), with the job's time zone and the
-    environment the job gives its Python workers."""
+    """A plain local session (no catalog, no jars, no Kafka), with the job's time zone and its Python
+    workers run as the job runs them (their daemon and environment)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # Python workers must import icesink
     builder = (
         SparkSession.builder.master("local[1]")
@@ -48,6 +48,8 @@ def _local_session() -> SparkSession:
     )
     for k, v in WORKER_ENV.items():
         builder = builder.config(f"spark.executorEnv.{k}", v)
+    for k, v in WORKER_DAEMON.items():  # a local master, this interpreter, icesink installed
+        builder = builder.config(k, v)
     return builder.getOrCreate()
 
 

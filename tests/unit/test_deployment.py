@@ -18,8 +18,17 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
+import icesink
 from icesink.config import load_config, parse_config
-from icesink.job.session import DRIVER_LOG_OPTIONS, JIT_OPTIONS, jvm_conf, session_conf, with_jit_options
+from icesink.job.session import (
+    DRIVER_LOG_OPTIONS,
+    JIT_OPTIONS,
+    WORKER_DAEMON,
+    jvm_conf,
+    session_conf,
+    with_jit_options,
+    worker_daemon_conf,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
@@ -307,17 +316,35 @@ def test_a_session_that_launches_its_jvm_adds_the_jit_option_to_the_users_own() 
     assert with_jit_options("-XX:+DontCompileHugeMethods") == "-XX:+DontCompileHugeMethods"
 
 
+# The least config the job takes, for what the session makes of it.
+_MINIMAL = {
+    "job": {"checkpoint_location": "/tmp/cp"},
+    "kafka": {"bootstrap_servers": "k:9092", "subscribe_pattern": "events[.][0-9]{8}"},
+    "catalog": {"uri": "http://c:8181"},
+}
+
+
 def test_the_python_workers_take_arrow_memory_from_jemalloc_unless_the_config_says_otherwise() -> None:
     """tests/spark/test_worker_imports.py checks what the workers then use."""
-    minimal = {
-        "job": {"checkpoint_location": "/tmp/cp"},
-        "kafka": {"bootstrap_servers": "k:9092", "subscribe_pattern": "events[.][0-9]{8}"},
-        "catalog": {"uri": "http://c:8181"},
-    }
     pool = "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL"
-    assert session_conf(parse_config(minimal, environ={}))[pool] == "jemalloc"
-    own = parse_config({**minimal, "spark": {"conf": {pool: "system"}}}, environ={})
+    assert session_conf(parse_config(_MINIMAL, environ={}))[pool] == "jemalloc"
+    own = parse_config({**_MINIMAL, "spark": {"conf": {pool: "system"}}}, environ={})
     assert session_conf(own)[pool] == "system"
+
+
+def test_the_python_workers_daemon_is_icesinks_where_they_surely_import_it() -> None:
+    """tests/spark/test_worker_imports.py checks what the workers then import."""
+    installed = icesink.__file__
+    assert worker_daemon_conf("local[2]", sys.executable, installed) == WORKER_DAEMON
+    assert worker_daemon_conf("local", sys.executable, installed) == WORKER_DAEMON
+    # A cluster's executors, another interpreter, icesink from --py-files' zip: Spark's own daemon.
+    assert worker_daemon_conf("spark://master:7077", sys.executable, installed) == {}
+    assert worker_daemon_conf(None, sys.executable, installed) == {}
+    assert worker_daemon_conf("local[2]", "/usr/bin/no-such-python", installed) == {}
+    assert worker_daemon_conf("local[2]", sys.executable, "/tmp/icesink-0.1.0.zip/icesink/__init__.py") == {}
+    # The config's spark.conf still overrides it (build_session puts it under the session's conf).
+    own = parse_config({**_MINIMAL, "spark": {"conf": {"spark.python.daemon.module": "pyspark.daemon"}}}, environ={})
+    assert session_conf(own)["spark.python.daemon.module"] == "pyspark.daemon"
 
 
 def test_the_compose_job_runs_with_the_jit_option() -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import sys
 
 from pyspark.sql import SparkSession
 
+import icesink
 from icesink.config import Config
 from icesink.errors import ConfigError
 from icesink.runtime.jvm_lookups import keep_jvm_lookups
@@ -53,6 +55,25 @@ _DEFAULTS = {
 # environment, not the tasks' code. A pyarrow without jemalloc warns and keeps its default.
 WORKER_ENV = {"ARROW_DEFAULT_MEMORY_POOL": "jemalloc"}
 _DEFAULTS.update({f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()})
+
+# PySpark's daemon run by icesink's module, which has the workers import PySpark's installed
+# bytecode rather than compile pyspark.zip's sources at each executor's start, where the two are
+# one (icesink/worker_daemon.py); only where the workers can import it (`worker_daemon_conf`).
+WORKER_DAEMON = {"spark.python.daemon.module": "icesink.worker_daemon"}
+
+
+def worker_daemon_conf(master: str | None, workers_python: str, icesink_file: str) -> dict[str, str]:
+    """`WORKER_DAEMON` where the Python workers surely import icesink when their daemon starts: a
+    local master, whose workers run this process's interpreter (`workers_python`, as PySpark
+    finds it), which imports icesink from an installed package (`icesink_file`, not in a zip).
+    Elsewhere, Spark's own daemon: a cluster's executors may have icesink only from `--py-files`,
+    which PySpark puts on a worker's path for each task, after its daemon started."""
+    if not master or not master.startswith("local"):
+        return {}
+    python = shutil.which(workers_python)
+    if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
+        return {}
+    return dict(WORKER_DAEMON) if os.path.isfile(icesink_file) else {}
 
 
 def catalog_conf(config: Config) -> dict[str, str]:
@@ -160,8 +181,13 @@ def build_session(config: Config) -> SparkSession:
     if config.spark.master:
         builder = builder.master(config.spark.master)
     conf = session_conf(config)
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: this launches the JVM
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit launched the JVM, and this process
+    if not submitted:
         conf.update(jvm_conf(conf))
+    # spark-submit tells its Python driver the master it resolved (MASTER); the config's overrides it.
+    master = config.spark.master or (os.environ.get("MASTER") if submitted else None)
+    workers_python = conf.get("spark.pyspark.python") or os.environ["PYSPARK_PYTHON"]
+    conf = {**worker_daemon_conf(master, workers_python, icesink.__file__), **conf}  # spark.conf wins
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

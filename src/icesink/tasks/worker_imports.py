@@ -66,8 +66,9 @@ def in_a_worker() -> bool:
 
 
 def keep_zip_directories() -> None:
-    """PySpark's workers import pyspark from pyspark.zip (and have spark-core's jar on sys.path),
-    and before every task call importlib.invalidate_caches(), which makes the zip importer of every
+    """PySpark's workers may import pyspark from pyspark.zip (with spark-core's jar on sys.path: a
+    Spark distribution's layout, which icesink/worker_daemon.py leaves as it is), and before every
+    task call importlib.invalidate_caches(), which makes the zip importer of every
     package imported from a zip (pyspark, pyspark/sql, pyspark/sql/pandas, ...) re-read the
     archive's whole directory: 15-60 ms each, 0.3 s and more per task on a busy machine, for
     archives that do not change. Their finders are wrapped so the re-read is skipped; what is
