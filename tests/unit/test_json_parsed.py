@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import ArrayType, BooleanType, DoubleType, LongType, StringType, StructField, StructType
 
-from icesink.tasks.carried_rows import TOMBSTONE
+from icesink.tasks.carried_rows import TOMBSTONE, in_order, joined
 from icesink.tasks.decode_json import DirectColumn, direct_columns, parsed_columns
 from icesink.tasks.plain_rows import DirectRows
 from icesink.tasks.table_out import REFUSED
@@ -169,3 +169,19 @@ def test_a_table_of_changes_takes_a_batch_whole_with_its_tombstones() -> None:
     assert got.to_pydict()["v"] == [1, None, 2]
     appends = DirectRows(keyed, key_column="_key")
     assert not appends.add_parsed([b'{"v": 1}']), "an append table keyed by the record key: a record at a time"
+
+
+def test_in_order_puts_each_batch_taken_whole_after_the_records_taken_before_it() -> None:
+    rows = "abcde"  # taken one at a time; a batch is (how many of them came before it, its piece)
+
+    def between(start: int, end: int) -> str:
+        return rows[start:end]
+
+    assert in_order([], 5, between) == ["abcde"]
+    assert in_order([(0, "X")], 5, between) == ["X", "abcde"]
+    assert in_order([(2, "X"), (2, "Y"), (5, "Z")], 5, between) == ["ab", "X", "Y", "cde", "Z"]
+    assert in_order([(0, "X")], 0, between) == ["X"]
+    assert joined([[pa.array([1]), pa.array(["a"])], [pa.array([2]), pa.array(["b"])]], 2) == [
+        pa.array([1, 2]),
+        pa.array(["a", "b"]),
+    ]

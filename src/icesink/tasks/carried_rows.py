@@ -5,14 +5,15 @@ whether it is a tombstone; with a record key column, the record key. Pure: no Sp
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 # The column of a table of changes' rows saying which are tombstones (deletes of their record key).
 TOMBSTONE = "__icesink_tombstone"
+T = TypeVar("T")
 
 
 class CarriedRows:
@@ -129,6 +130,29 @@ class CarriedRows:
             topics, partitions, offsets = zip(*self._coordinates, strict=True)
             self._coordinate_columns.append((pa.array(topics), pa.array(partitions), pa.array(offsets)))
             self._coordinates = []
+
+
+def in_order(parsed: Sequence[tuple[int, T]], taken: int, between: Callable[[int, int], T]) -> list[T]:
+    """The pieces of a table's rows in the order they came: the batches taken whole (`parsed`, each
+    with how many rows taken one at a time came before it) among the `taken` rows taken one at a
+    time, of which `between(start, end)` makes the pieces between the batches."""
+    pieces: list[T] = []
+    at = 0
+    for position, piece in parsed:
+        if position > at:
+            pieces.append(between(at, position))
+        pieces.append(piece)
+        at = position
+    if at < taken:
+        pieces.append(between(at, taken))
+    return pieces
+
+
+def joined(pieces: Sequence[Sequence[pa.Array]], width: int) -> list[pa.Array]:
+    """The table's `width` columns of its rows' pieces (`in_order`), one array each."""
+    if len(pieces) == 1:
+        return list(pieces[0])
+    return [pa.concat_arrays([p[k] for p in pieces]) for k in range(width)]
 
 
 def concatenated(columns: list[tuple[pa.Array, pa.Array, pa.Array]]) -> tuple[pa.Array, pa.Array, pa.Array]:

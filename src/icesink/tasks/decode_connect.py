@@ -31,7 +31,14 @@ from pyspark.sql.types import StringType, StructType
 from icesink.schema.connect import ConnectSchemaError, parse_schema
 from icesink.schema.envelope import EnvelopeError, EnvelopeSpec, row_type
 from icesink.schema.evolution import fits
-from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key, present_positions
+from icesink.tasks.carried_rows import (
+    CarriedRows,
+    carried_columns,
+    fill_from_key,
+    in_order,
+    joined,
+    present_positions,
+)
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_rows import SchemaRows
 from icesink.tasks.decode_json import DeclinedValueError
@@ -162,20 +169,12 @@ class ConnectRows(CarriedRows):
         payloads, self._payloads = self._payloads, []
         parsed, self._parsed = self._parsed, []
         table = self._decoder.table
-        pieces: list[list[pa.Array]] = []
-        tombstones: list[bool] = []
-        at = 0
-        for position, columns, flags in [*parsed, (len(payloads), [], [])]:
-            if position > at:
-                pieces.append(_columns(payloads[at:position], table))
-                tombstones += [read is None for read, _ in payloads[at:position]]
-            if flags:
-                pieces.append(columns)
-                tombstones += flags
-            at = position
-        if len(pieces) == 1:
-            return pieces[0], tombstones
-        return [pa.concat_arrays([p[k] for p in pieces]) for k in range(len(table))], tombstones
+
+        def between(start: int, end: int) -> tuple[list[pa.Array], list[bool]]:
+            return _columns(payloads[start:end], table), [read is None for read, _ in payloads[start:end]]
+
+        pieces = in_order([(at, (columns, flags)) for at, columns, flags in parsed], len(payloads), between)
+        return joined([columns for columns, _ in pieces], len(table)), [t for _, flags in pieces for t in flags]
 
     def take(self) -> pa.RecordBatch | None:
         """The rows taken since the last call (see DirectRows.take)."""

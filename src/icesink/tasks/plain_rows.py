@@ -21,7 +21,14 @@ from typing import Any
 import pyarrow as pa
 
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
-from icesink.tasks.carried_rows import CarriedRows, carried_columns, fill_from_key, present_positions
+from icesink.tasks.carried_rows import (
+    CarriedRows,
+    carried_columns,
+    fill_from_key,
+    in_order,
+    joined,
+    present_positions,
+)
 from icesink.tasks.decode_json import (
     DeclinedValueError,
     DirectColumn,
@@ -155,18 +162,8 @@ class DirectRows(CarriedRows):
         records taken one at a time checked a column at a time, the batches parsed whole as parsed."""
         rows, self._rows = self._rows, []
         parsed, self._parsed = self._parsed, []
-        pieces: list[list[pa.Array]] = []
-        at = 0
-        for position, columns in parsed:
-            if position > at:
-                pieces.append(self._checked(rows[at:position]))
-            pieces.append(columns)
-            at = position
-        if at < len(rows):
-            pieces.append(self._checked(rows[at:]))
-        if len(pieces) == 1:
-            return pieces[0]
-        return [pa.concat_arrays([p[k] for p in pieces]) for k in range(len(self._columns))]
+        pieces = in_order(parsed, len(rows), lambda start, end: self._checked(rows[start:end]))
+        return joined(pieces, len(self._columns))
 
     def _checked(self, rows: list[tuple[Any, ...]]) -> list[pa.Array]:
         return [checked_array(c, v) for c, v in zip(self._columns, zip(*rows, strict=True), strict=True)]
