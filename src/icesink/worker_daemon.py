@@ -37,7 +37,9 @@ def archives_to_drop(
     if not archives:
         return []
     kept = [p for p in path if p not in archives]
-    if origin_without(kept, "pyspark") != os.path.join(home, "__init__.py"):
+    # Resolved both sides: PySpark's launcher gives SPARK_HOME resolved, sys.path may name a link.
+    found = origin_without(kept, "pyspark")
+    if found is None or os.path.realpath(found) != os.path.realpath(os.path.join(home, "__init__.py")):
         return []  # PySpark is only in its zip, or another PySpark is installed: Spark's path stays
     return archives if origin_without(kept, "py4j") is not None else []
 
@@ -56,6 +58,8 @@ def main() -> None:
     dropped = archives_to_drop(sys.path, os.environ.get("SPARK_HOME"), _origin_without)
     sys.path[:] = [p for p in sys.path if p not in dropped]
     for p in dropped:
+        # Importing this module made their zip importers; PySpark's workers call every cached
+        # importer's invalidate_caches() before each task, which re-reads a zip's directory.
         sys.path_importer_cache.pop(p, None)
     from pyspark import daemon
 

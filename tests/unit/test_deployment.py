@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ from icesink.job.session import (
     jvm_conf,
     session_conf,
     with_jit_options,
-    worker_daemon_conf,
+    with_worker_daemon,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -334,17 +335,29 @@ def test_the_python_workers_take_arrow_memory_from_jemalloc_unless_the_config_sa
 
 def test_the_python_workers_daemon_is_icesinks_where_they_surely_import_it() -> None:
     """tests/spark/test_worker_imports.py checks what the workers then import."""
-    installed = icesink.__file__
-    assert worker_daemon_conf("local[2]", sys.executable, installed) == WORKER_DAEMON
-    assert worker_daemon_conf("local", sys.executable, installed) == WORKER_DAEMON
-    # A cluster's executors, another interpreter, icesink from --py-files' zip: Spark's own daemon.
-    assert worker_daemon_conf("spark://master:7077", sys.executable, installed) == {}
-    assert worker_daemon_conf(None, sys.executable, installed) == {}
-    assert worker_daemon_conf("local[2]", "/usr/bin/no-such-python", installed) == {}
-    assert worker_daemon_conf("local[2]", sys.executable, "/tmp/icesink-0.1.0.zip/icesink/__init__.py") == {}
-    # The config's spark.conf still overrides it (build_session puts it under the session's conf).
-    own = parse_config({**_MINIMAL, "spark": {"conf": {"spark.python.daemon.module": "pyspark.daemon"}}}, environ={})
-    assert session_conf(own)["spark.python.daemon.module"] == "pyspark.daemon"
+    installed, here = icesink.__file__, {"PYSPARK_PYTHON": sys.executable}
+    submitted = {**here, "PYSPARK_GATEWAY_PORT": "1", "MASTER": "local[2]"}
+    conf = {"spark.sql.session.timeZone": "UTC"}
+    daemon = {**conf, **WORKER_DAEMON}
+    assert with_worker_daemon(conf, "local[2]", here, installed) == daemon
+    assert with_worker_daemon(conf, None, submitted, installed) == daemon, "spark-submit's MASTER"
+    assert with_worker_daemon(conf, None, {**submitted, "MASTER": "spark://m:7077"}, installed) == conf
+    assert with_worker_daemon(conf, None, {**here, "MASTER": "local[2]"}, installed) == conf, "not submitted"
+    # The config's spark.conf decides the master (it is applied after the config's spark.master).
+    cluster = {**conf, "spark.master": "spark://m:7077"}
+    assert with_worker_daemon(cluster, "local[2]", here, installed) == cluster
+    assert with_worker_daemon({**conf, "spark.master": "local[1]"}, None, here, installed) == {
+        **conf, "spark.master": "local[1]", **WORKER_DAEMON,
+    }  # fmt: skip
+    # Another interpreter for the workers, or icesink from a zip (--py-files): Spark's own daemon.
+    other = shutil.which("sh")
+    assert other is not None
+    assert with_worker_daemon(conf, "local[2]", {"PYSPARK_PYTHON": other}, installed) == conf
+    assert with_worker_daemon(conf, "local[2]", {"PYSPARK_PYTHON": "/no/such/python"}, installed) == conf
+    assert with_worker_daemon(conf, "local[2]", here, "/tmp/icesink-0.1.0.zip/icesink/__init__.py") == conf
+    # A daemon the config names wins.
+    own = {**conf, "spark.python.daemon.module": "pyspark.daemon"}
+    assert with_worker_daemon(own, "local[2]", here, installed) == own
 
 
 def test_the_compose_job_runs_with_the_jit_option() -> None:

@@ -181,6 +181,7 @@ def test_in_order_puts_each_batch_taken_whole_after_the_records_taken_before_it(
     assert in_order([(0, "X")], 5, between) == ["X", "abcde"]
     assert in_order([(2, "X"), (2, "Y"), (5, "Z")], 5, between) == ["ab", "X", "Y", "cde", "Z"]
     assert in_order([(0, "X")], 0, between) == ["X"]
+    assert joined([[pa.array([1]), pa.array(["a"])]], 2) == [pa.array([1]), pa.array(["a"])]
     assert joined([[pa.array([1]), pa.array(["a"])], [pa.array([2]), pa.array(["b"])]], 2) == [
         pa.array([1, 2]),
         pa.array(["a", "b"]),

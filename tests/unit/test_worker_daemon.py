@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
 
-from icesink.worker_daemon import _origin_without, archives_to_drop
+from icesink.worker_daemon import archives_to_drop
 
 HOME = "/venv/site-packages/pyspark"
 ZIPS = [f"{HOME}/python/lib/pyspark.zip", f"{HOME}/python/lib/py4j-0.10.9.9-src.zip", f"{HOME}/jars/spark-core.jar"]
 OTHERS = ["/work/job.zip", "/usr/lib/python311.zip", "/venv/site-packages"]
 
 
-def _found(pyspark_at: str | None, py4j: bool = True):  # type: ignore[no-untyped-def]
+def _found(pyspark_at: str | None, py4j: bool = True) -> Callable[[list[str], str], str | None]:
     def origin_without(kept: list[str], name: str) -> str | None:
         assert not set(ZIPS) & set(kept), "asked with Spark's archives still on the path"
         if name == "pyspark":
@@ -48,9 +51,15 @@ def test_nothing_is_dropped_without_py4j_elsewhere_or_without_spark_home() -> No
 
 
 def test_this_environments_pyspark_is_pips_layout() -> None:
-    """The venv's own PySpark, as Spark's launcher lays out the workers' path."""
-    home = str(Path(pyspark.__file__).parent)
-    archives = sorted(str(p) for p in Path(home).glob("python/lib/*.zip"))
+    """The venv's own PySpark, with the workers' path as Spark lays it out, in a process that has
+    not imported PySpark (where it has, find_spec answers from sys.modules, whatever the path)."""
+    home = Path(pyspark.__file__).parent
+    archives = sorted(str(p) for p in home.glob("python/lib/*.zip"))
     assert any(p.endswith("pyspark.zip") for p in archives)
-    path = [*archives, *(p for p in sys.path if p)]
-    assert archives_to_drop(path, home, _origin_without) == archives
+    probe = (
+        "import sys; from icesink.worker_daemon import _origin_without, archives_to_drop; "
+        "print(archives_to_drop(sys.path, sys.argv[1], _origin_without))"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*archives, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", probe, str(home)], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == str(archives)

@@ -6,6 +6,7 @@ import glob
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
@@ -58,22 +59,31 @@ _DEFAULTS.update({f"spark.executorEnv.{k}": v for k, v in WORKER_ENV.items()})
 
 # PySpark's daemon run by icesink's module, which has the workers import PySpark's installed
 # bytecode rather than compile pyspark.zip's sources at each executor's start, where the two are
-# one (icesink/worker_daemon.py); only where the workers can import it (`worker_daemon_conf`).
+# one (icesink/worker_daemon.py); only where the workers can import it (`with_worker_daemon`).
 WORKER_DAEMON = {"spark.python.daemon.module": "icesink.worker_daemon"}
 
 
-def worker_daemon_conf(master: str | None, workers_python: str, icesink_file: str) -> dict[str, str]:
-    """`WORKER_DAEMON` where the Python workers surely import icesink when their daemon starts: a
-    local master, whose workers run this process's interpreter (`workers_python`, as PySpark
-    finds it), which imports icesink from an installed package (`icesink_file`, not in a zip).
-    Elsewhere, Spark's own daemon: a cluster's executors may have icesink only from `--py-files`,
-    which PySpark puts on a worker's path for each task, after its daemon started."""
+def with_worker_daemon(
+    conf: dict[str, str], config_master: str | None, environ: Mapping[str, str], icesink_file: str
+) -> dict[str, str]:
+    """`conf` with `WORKER_DAEMON` under it (a setting of its own wins) where the Python workers
+    surely import icesink when their daemon starts: a local master, whose workers run this
+    process's interpreter, which imports icesink from an installed package (`icesink_file`, not
+    in a zip). Elsewhere, Spark's own daemon: a cluster's executors may have icesink only from
+    `--py-files`, which PySpark puts on a worker's path for each task, after its daemon started.
+
+    The master is the session's: `conf`'s (the config's spark.conf, applied last), the config's
+    `spark.master`, or under spark-submit the MASTER it gives its Python driver. The workers'
+    interpreter is PYSPARK_PYTHON's, which PySpark's context alone reads (spark-submit turns
+    `spark.pyspark.python` into it)."""
+    submitted = "PYSPARK_GATEWAY_PORT" in environ
+    master = conf.get("spark.master") or config_master or (environ.get("MASTER") if submitted else None)
     if not master or not master.startswith("local"):
-        return {}
-    python = shutil.which(workers_python)
+        return conf
+    python = shutil.which(environ.get("PYSPARK_PYTHON", "python3"))
     if python is None or os.path.abspath(python) != os.path.abspath(sys.executable):
-        return {}
-    return dict(WORKER_DAEMON) if os.path.isfile(icesink_file) else {}
+        return conf
+    return {**WORKER_DAEMON, **conf} if os.path.isfile(icesink_file) else conf
 
 
 def catalog_conf(config: Config) -> dict[str, str]:
@@ -181,13 +191,9 @@ def build_session(config: Config) -> SparkSession:
     if config.spark.master:
         builder = builder.master(config.spark.master)
     conf = session_conf(config)
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit launched the JVM, and this process
-    if not submitted:
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: this launches the JVM
         conf.update(jvm_conf(conf))
-    # spark-submit tells its Python driver the master it resolved (MASTER); the config's overrides it.
-    master = config.spark.master or (os.environ.get("MASTER") if submitted else None)
-    workers_python = conf.get("spark.pyspark.python") or os.environ["PYSPARK_PYTHON"]
-    conf = {**worker_daemon_conf(master, workers_python, icesink.__file__), **conf}  # spark.conf wins
+    conf = with_worker_daemon(conf, config.spark.master, os.environ, icesink.__file__)
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

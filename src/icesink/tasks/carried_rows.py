@@ -13,7 +13,8 @@ import pyarrow.compute as pc
 
 # The column of a table of changes' rows saying which are tombstones (deletes of their record key).
 TOMBSTONE = "__icesink_tombstone"
-T = TypeVar("T")
+
+T = TypeVar("T")  # a piece of a table's rows (`in_order`)
 
 
 class CarriedRows:

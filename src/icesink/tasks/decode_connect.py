@@ -171,7 +171,8 @@ class ConnectRows(CarriedRows):
         table = self._decoder.table
 
         def between(start: int, end: int) -> tuple[list[pa.Array], list[bool]]:
-            return _columns(payloads[start:end], table), [read is None for read, _ in payloads[start:end]]
+            mine = payloads[start:end]
+            return _columns(mine, table), [read is None for read, _ in mine]
 
         pieces = in_order([(at, (columns, flags)) for at, columns, flags in parsed], len(payloads), between)
         return joined([columns for columns, _ in pieces], len(table)), [t for _, flags in pieces for t in flags]

@@ -58,11 +58,13 @@ def arrow_without_pandas() -> None:
 
 def in_a_worker() -> bool:
     """Whether this process is one of PySpark's Python workers: their main loop is pyspark.worker's,
-    which the daemon imports before it forks them (or which runs as `__main__` without a daemon);
-    it unpickles the tasks' functions, so it is imported before them. Spark's environment variables
-    for its workers depend on the transport (a secret over TCP, none over a Unix domain socket)."""
+    which the daemon (PySpark's, or icesink/worker_daemon.py running it) imports before it forks
+    them (or which runs as `__main__` without a daemon); it unpickles the tasks' functions, so it
+    is imported before them. Spark's environment variables for its workers depend on the transport
+    (a secret over TCP, none over a Unix domain socket)."""
     main = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return "pyspark.worker" in sys.modules or getattr(main, "name", None) in ("pyspark.daemon", "pyspark.worker")
+    daemons = ("pyspark.daemon", "pyspark.worker", "icesink.worker_daemon")
+    return "pyspark.worker" in sys.modules or getattr(main, "name", None) in daemons
 
 
 def keep_zip_directories() -> None:
