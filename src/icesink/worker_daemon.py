@@ -4,9 +4,9 @@ process on each executor that forks the workers. It is pyspark.daemon, run after
 
 Spark puts `$SPARK_HOME/python/lib/pyspark.zip`, py4j's zip and spark-core's jar first on the
 workers' PYTHONPATH. A zip holds no bytecode, so the daemon and then each worker it forks compiled
-every PySpark module they imported from its source: ~0.6 s of a core for the daemon's imports on
-this project's machine (0.2 s from the installed package's cached bytecode), and the workers'
-own imports again, at every executor's start. Where PySpark is an installed package and
+every PySpark module they imported from its source, at every executor's start: 0.7-0.8 s of a core
+for a daemon's and a worker's imports on this project's machine, 0.2 s from the installed
+package's cached bytecode (docs/performance.md). Where PySpark is an installed package and
 SPARK_HOME is that package (pip's layout: the local stack, the Docker image), the archives under
 SPARK_HOME hold copies of what is installed, and are dropped from `sys.path`. Anywhere else (a
 Spark distribution whose PySpark is only in its zip) `sys.path` is left as Spark made it.
