@@ -34,6 +34,8 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   builtin-json           the same sink on the JSON topic, after from_json with the records' fixed
                          schema (the types icesink infers for them)
   noop                   the Avro topic scanned into Spark's noop sink: the physical limit
+  noop-debezium-json     the Debezium Connect JSON topic scanned the same way (its records carry
+                         their schema: ~18x the Avro records' bytes)
   kc-sink, kc-sink-days, kc-sink-json
                          the Apache Iceberg Kafka Connect sink on the Avro topic (flat, and into a
                          days(ts) table) and on the JSON topic: a standalone worker per run

@@ -226,6 +226,7 @@ LABELS = {
     "builtin": "Spark's Iceberg streaming sink (from_avro)",
     "builtin-json": "Spark's Iceberg streaming sink (from_json)",
     "noop": "Kafka scan into Spark's noop sink (the limit)",
+    "noop-debezium-json": "the Debezium Connect JSON topic's Kafka scan into Spark's noop sink",
     "icesink-avro-cold": "icesink-avro, one run per process (from the process's start)",
     "icesink-avro-days-cold": "icesink-avro-days, one run per process (from the process's start)",
     "icesink-json-cold": "icesink-json, one run per process (from the process's start)",
