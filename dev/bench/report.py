@@ -131,6 +131,7 @@ def summarize_freshness(measured: dict[str, Any], interval: int, rate: int, appr
         "breakdown": breakdown(busy) if busy else {},
         "phases": res.get("phases", {}),
         "commit_offset": res.get("commit_offset"),
+        "maintenance": res.get("maintenance"),  # the job's own maintenance runs meanwhile, their seconds
         "batches": res["batches"],
     }
 
@@ -418,17 +419,25 @@ def efficiency_table(thr: dict[str, Any]) -> list[str]:
     return table(header, rows)
 
 
+def maintenance_runs(runs: list[float] | None) -> str:
+    """The job's own maintenance runs during a freshness run: how many, and their seconds."""
+    if runs is None:
+        return NONE  # not recorded (Spark's sink; reports from before)
+    return f"{len(runs)} ({', '.join(f'{s:.1f}' for s in runs)} s)" if runs else "0"
+
+
 def freshness_table(fresh: list[dict[str, Any]]) -> list[str]:
     # The trigger (Spark's `triggerExecution`) and when its snapshot was committed, measured the
     # same way for both sinks; "commit at": seconds from the trigger's start (see
     # freshness.commit_offset).
     header = ["sink", "trigger", "input rate", "produced", "records", "p50 latency", "p99 latency", "trigger p50",
-              "commit at p50"]  # fmt: skip
+              "commit at p50", "its maintenance runs"]  # fmt: skip
     rows = [
         [FRESHNESS_LABELS.get(f.get("approach", "icesink"), f.get("approach", "")), f"{f['interval']} s",
          f"{f['rate']:,}/s", fmt(f.get("produced_rate"), ",.0f", "/s"), f"{f['records']:,}",
          fmt(f["p50"], ".2f", " s"), fmt(f["p99"], ".2f", " s"),
-         fmt(f.get("phases", {}).get("triggerExecution"), ".2f", " s"), fmt(f.get("commit_offset"), ".2f", " s")]
+         fmt(f.get("phases", {}).get("triggerExecution"), ".2f", " s"), fmt(f.get("commit_offset"), ".2f", " s"),
+         maintenance_runs(f.get("maintenance"))]
         for f in fresh
     ]  # fmt: skip
     return table(header, rows, left=(0, 1))

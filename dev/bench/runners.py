@@ -170,6 +170,20 @@ def empty_batch_seconds(spark: Any, tmp: Path, spec: WorkerSpec) -> list[float]:
     return out
 
 
+def maintenance_runs(job: Any) -> list[float]:
+    """The seconds of each run of the job's own maintenance from now on (its metrics still told)."""
+    runs: list[float] = []
+    told = job.maintainer.on_run
+
+    def on_run(run: Any) -> None:
+        runs.append(round(run.seconds, 2))
+        if told is not None:
+            told(run)
+
+    job.maintainer.on_run = on_run
+    return runs
+
+
 def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
     """icesink with a processing-time trigger while a separate process produces at a steady rate."""
     from icesink.iceberg import snapshot_offsets as codec
@@ -184,6 +198,7 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
     batches: list[dict[str, Any]] = []
     job.handler.on_timings = collector(batches)
     query = job.start()
+    maintained = maintenance_runs(job)
     table = f"{CATALOG}.{ns}.{spec.topic}"
 
     def holds(ends: dict[Any, int]) -> bool:
@@ -193,6 +208,7 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
 
     since = warm_up(spec.topic, holds, spec.variant)
     batches.clear()  # the warm-up's
+    maintained.clear()
     warm_triggers = len(query.recentProgress)
     ends = steady_input(spec)
     wait_until(lambda: holds(ends), lambda: job.handler.failure is not None, spec.interval)
@@ -202,7 +218,7 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
         raise SystemExit(f"freshness run failed: {job.handler.failure}")
     latencies = offset_latencies(spark, table, spec.topic, since)
     emit(kind="freshness", interval=spec.interval, rate=spec.rate, latencies=latencies, batches=batches,
-         span=input_span(spark, spec.topic, since), phases=phases,
+         span=input_span(spark, spec.topic, since), phases=phases, maintenance=maintained,
          commit_offset=commit_offset(spark, table, spec.topic, since, spec.interval))  # fmt: skip
 
 

@@ -58,17 +58,19 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     """A changelog table at a 1 s trigger, maintained by the job once it has 3 live delete files:
     (1) the job's first maintenance run paused after its compaction committed, while the job
     commits more batches on top of it; then it removes the deletes that dangle on the table as it
-    is by then; (2) with more changes, the job killed right after its first maintenance run
-    committed a compaction (before it removed the dangling deletes); (3) restarted, it goes on to
-    the end, its metrics count its maintenance, and it is stopped with SIGTERM; (4) a lost
+    is by then, and rests (`maintenance.max_share`): the batches after it start no other run;
+    (2) with more changes, the job killed right after its first maintenance run committed a
+    compaction (before it removed the dangling deletes); (3) restarted, it goes on to the end, its
+    metrics count its maintenance, and it is stopped with SIGTERM; (4) a lost
     checkpoint adds nothing. The table equals the oracle, no key twice, the offsets at the topic's
     ends, and no live delete file dangles after the last run."""
     topic = scenario.topic("ledger")
     create_topics(topic, partitions=2)
-    changes = list(random_changes(2_400, 150, 2, seed=37))
+    changes = list(random_changes(2_700, 150, 2, seed=37))
     # The first changes make the first maintenance run due; the middle ones arrive while it is
-    # paused (so batches commit beside it however fast the first were taken); the last, after.
-    first, middle, second = changes[:400], changes[400:1_600], changes[1_600:]
+    # paused (so batches commit beside it however fast the first were taken); the rested ones
+    # after it, while the job rests; the last, in the next runs of the job.
+    first, middle, rested, second = changes[:400], changes[400:1_600], changes[1_600:1_900], changes[1_900:]
     produce_keyed(topic, records(first))
     overrides = maintained_cdc_config()
     config = scenario.write_config(tmp_path / "job.yaml", **overrides)
@@ -81,10 +83,13 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
 
     # (1) The job's first maintenance run paused once its compaction committed, while the job
     # commits three more batches (deletes of rewritten rows among them); then its dangling deletes
-    # are removed on the table as it is by then, and the job is stopped.
+    # are removed on the table as it is by then. The job then rests for ~1,000 times the run, and
+    # is stopped once it committed the rested changes: their deletes, and those committed during
+    # the run, would have made another run due at once.
     env, release = pause_env(tmp_path, "maintenance-compacted", 1)
     log = tmp_path / "run1.log"
-    job = start_cli(config, log, env)
+    resting = scenario.write_config(tmp_path / "resting.yaml", **{**overrides, "maintenance.max_share": 0.001})
+    job = start_cli(resting, log, env)
     paused(release, job, log)
     assert replaces(spark, table) == 1
     batches = committed_batches(spark, table)
@@ -95,10 +100,14 @@ def test_the_job_compacts_its_changelog_table_beside_its_commits_killed_mid_way_
     )  # fmt: skip
     release.touch()
     wait_until(while_running(job, log, lambda: " done in " in log.read_text()), 120, lambda: tail(log))
+    produce_keyed(topic, records(rested))
+    wait_until(while_running(job, log, caught_up), 180, lambda: f"the rested changes:\n{tail(log)}")
     job.send_signal(signal.SIGTERM)
     out = finish(job, log)
     assert job.returncode == 0, out[-3000:]
     assert re.search(r"maintenance of \S+_ledger: \d+ live delete files \(maintenance.delete_files: 3\)", out)
+    assert re.search(r"maintenance rests \d+ s \(maintenance.max_share: 0.001\)", out), tail(log)
+    assert len(re.findall(r"maintenance of \S+_ledger: ", out)) == 1, "no other run while the job rests"
     state, rows = table_state(spark, table)
     assert rows == len(state), "no key twice after the first maintenance run"
 

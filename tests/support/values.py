@@ -49,7 +49,7 @@ def cdc_config(**more: Any) -> dict[str, Any]:
 
 def maintained_cdc_config() -> dict[str, Any]:
     """`cdc_config` at a 1 s trigger, 100 records a batch, the job maintaining its changelog
-    tables once they have 3 live delete files, with no pause between runs."""
+    tables once they have 3 live delete files, with no pause between runs (nor rest after one)."""
     return cdc_config(**{
         "kafka.max_offsets_per_trigger": 100,
         "job.trigger.mode": "processing-time",
@@ -57,6 +57,7 @@ def maintained_cdc_config() -> dict[str, Any]:
         "maintenance.tables": "changes",
         "maintenance.delete_files": 3,
         "maintenance.min_interval_s": 0,
+        "maintenance.max_share": 1,
     })  # fmt: skip
 
 

@@ -9,7 +9,7 @@ import pytest
 from icesink.config import MaintainedTables, MaintenanceConfig, WriteMode, parse_config
 from icesink.config.tables import TableSettings
 from icesink.errors import ConfigError
-from icesink.job.maintenance_due import Due, TableHealth, due, maintained
+from icesink.job.maintenance_due import Due, TableHealth, due, maintained, rest_after
 
 MINIMAL: dict[str, Any] = {
     "job": {"checkpoint_location": "/tmp/cp"},
@@ -80,6 +80,22 @@ def test_defaults_compact_often_and_tidy_every_few_hundred_commits() -> None:
         10,
         "1h",
     )
+    # ... in at most a quarter of the job's time, a file group at a time.
+    assert (DEFAULTS.max_share, DEFAULTS.concurrent_groups) == (0.25, 1)
+
+
+def test_after_a_run_the_job_rests_so_its_runs_take_at_most_their_share_of_its_time() -> None:
+    # A 20 s run at a quarter: 60 s of rest, so 20 of every 80 s at most; a half: as long as it ran.
+    assert rest_after(20.0, 0.25) == 60.0
+    assert rest_after(20.0, 0.5) == 20.0
+    assert rest_after(20.0, 1.0) == 0.0
+    config = MaintenanceConfig(delete_files=5, commits=10, min_interval_s=0)
+    needy = TableHealth(commits=50, live_delete_files=50)  # a table never maintained, past both thresholds
+    assert due(needy, config, now=1000.0, resting_until=1000.5) is None
+    assert due(needy, config, now=1000.5, resting_until=1000.5) is not None
+    # The rest is the job's, the interval a table's: both must have passed.
+    ran = TableHealth(commits=50, live_delete_files=50, last_run=990.0)
+    assert due(ran, MaintenanceConfig(min_interval_s=60), now=1000.0, resting_until=0.0) is None
 
 
 @pytest.mark.parametrize("age", ["1h", "90m", "3d"])
@@ -88,10 +104,13 @@ def test_expire_after_takes_the_cli_s_ages(age: str) -> None:
 
 
 def test_bad_maintenance_settings_name_their_key() -> None:
-    raw = {**MINIMAL, "maintenance": {"expire_after": "1 hour", "delete_files": 0, "tables": "some"}}
+    raw = {**MINIMAL, "maintenance": {"expire_after": "1 hour", "delete_files": 0, "tables": "some", "max_share": 0,
+                                      "concurrent_groups": 0}}  # fmt: skip
     with pytest.raises(ConfigError) as e:
         parse_config(raw, environ={})
     text = str(e.value)
     assert "maintenance.expire_after: Value error, '1 hour' is not an age such as 90m, 12h or 3d" in text
     assert "maintenance.delete_files" in text
     assert "maintenance.tables" in text
+    assert "maintenance.max_share: Input should be greater than 0" in text
+    assert "maintenance.concurrent_groups: Input should be greater than or equal to 1" in text

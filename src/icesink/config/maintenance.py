@@ -39,6 +39,20 @@ class MaintenanceConfig(Section):
         "snapshots older than expire_after expired (each commit adds a manifest or two and a snapshot)",
     )
     min_interval_s: int = Field(10, ge=0, description="at least this long between two maintenance runs of one table")
+    max_share: float = Field(
+        0.25,
+        gt=0,
+        le=1,
+        description="the most of the job's time its maintenance runs take: after a run of T seconds, none for "
+        "T x (1 - max_share) / max_share (a 20 s run at 0.25: 60 s); 1 lets runs follow each other",
+    )
+    concurrent_groups: int = Field(
+        1,
+        ge=1,
+        description="file groups (a partition's files) a compaction by the job rewrites at once (Iceberg's "
+        "max-concurrent-file-group-rewrites): 1 leaves the batches the other task slots; more on a cluster with "
+        "cores to spare",
+    )
     expire_after: str = Field(
         "1h",
         description="snapshots older than this (90m, 12h, 3d) are expired by a full run; the newest snapshot "

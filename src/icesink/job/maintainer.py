@@ -29,7 +29,7 @@ from icesink.errors import first_line
 from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult
 from icesink.iceberg.jvm import JavaObject
-from icesink.job.maintenance_due import Due, TableHealth, due, maintained
+from icesink.job.maintenance_due import Due, TableHealth, due, maintained, rest_after
 from icesink.model import TableRef
 from icesink.ops import maintain as maintenance
 
@@ -63,6 +63,7 @@ class Maintainer:
         self._which: dict[TableRef, bool] = {}  # whether the job maintains a table (`_maintained`)
         self._expire_after = maintenance.parse_age(config.maintenance.expire_after)
         self._health: dict[TableRef, TableHealth] = {}
+        self._resting_until = 0.0  # monotonic: no run before (maintenance.max_share)
         self._newest: dict[TableRef, CommitResult] = {}  # commits not yet looked at, newest per table
         # The job's last commits per table (their Java snapshots, read on this thread only): what a
         # compaction re-applied on top of one of them carries again (iceberg/offsets_marker.py).
@@ -149,12 +150,16 @@ class Maintainer:
         else:
             health.live_delete_files = deletes
             health.partitions = max(health.partitions, partitions)
-        wanted = due(health, self._config.maintenance, time.monotonic())
+        wanted = due(health, self._config.maintenance, time.monotonic(), self._resting_until)
         if wanted is None:
             return
         self.runs += 1
         run = self._run(ref, wanted, self.runs)
         health.last_run = time.monotonic()
+        rest = rest_after(run.seconds, self._config.maintenance.max_share)
+        self._resting_until = health.last_run + rest
+        if rest >= 1:
+            log.info("maintenance rests %.0f s (maintenance.max_share: %s)", rest, self._config.maintenance.max_share)
         if wanted.full:
             health.commits = 0
         if run.result is not None:
@@ -176,6 +181,7 @@ class Maintainer:
             result = maintenance.maintain_table(
                 self._spark, self._config.catalog.name, ref, self._expire_after, None, run=number, full=wanted.full,
                 job_commits=lambda sequence: self._job_commit(ref, sequence),
+                concurrent_groups=self._config.maintenance.concurrent_groups,
             )  # fmt: skip
         except Exception as e:
             self._changed(ref)

@@ -81,17 +81,22 @@ def maintain_table(
     run: int | None = None,
     full: bool = True,
     job_commits: offsets_marker.JobCommits | None = None,
+    concurrent_groups: int | None = None,
 ) -> MaintenanceResult:
     """Compacts `ref` and removes the deletes that dangle then; with `full`, also rewrites its
     manifests, expires its snapshots older than `expire_after` and (unless `orphans_after` is
     None: the job's own runs leave that listing to `icesink maintain`) removes orphan files older
     than `orphans_after`. `run`: the job's count of its maintenance runs (fault injection's id);
-    `job_commits`: the job's own commits, for the offsets marker (offsets_marker.py)."""
+    `job_commits`: the job's own commits, for the offsets marker (offsets_marker.py);
+    `concurrent_groups`: file groups compacted at once (None: Iceberg's default, 5)."""
     started = time.monotonic()
     # Catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first.
     ident = ref.qualified(catalog)
+    # Beside a stream, each group compacted at once is a Spark job of its own whose tasks take the
+    # batches' task slots (the job's runs take one: `maintenance.concurrent_groups`).
+    concurrent = "" if concurrent_groups is None else f"'max-concurrent-file-group-rewrites', '{concurrent_groups}', "
     options = (
-        "map('delete-file-threshold', '1', 'min-input-files', '2', "
+        f"map('delete-file-threshold', '1', 'min-input-files', '2', {concurrent}"
         # Dangling deletes are removed after this, by iceberg/dangling.py for every table (Iceberg's
         # own removal skips unpartitioned ones): one removal, one count.
         "'remove-dangling-deletes', 'false', 'partial-progress.enabled', 'false')"
