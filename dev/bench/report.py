@@ -440,7 +440,7 @@ def freshness_table(fresh: list[dict[str, Any]]) -> list[str]:
          maintenance_runs(f.get("maintenance"))]
         for f in fresh
     ]  # fmt: skip
-    return table(header, rows, left=(0, 1))
+    return table(header, rows, left=(0, 1, 9))
 
 
 def small_text(s: dict[str, Any]) -> str:
