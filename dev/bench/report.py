@@ -419,7 +419,7 @@ def efficiency_table(thr: dict[str, Any]) -> list[str]:
     return table(header, rows)
 
 
-def maintenance_runs(runs: list[float] | None) -> str:
+def maintenance_text(runs: list[float] | None) -> str:
     """The job's own maintenance runs during a freshness run: how many, and their seconds."""
     if runs is None:
         return NONE  # not recorded (Spark's sink; reports from before)
@@ -437,7 +437,7 @@ def freshness_table(fresh: list[dict[str, Any]]) -> list[str]:
          f"{f['rate']:,}/s", fmt(f.get("produced_rate"), ",.0f", "/s"), f"{f['records']:,}",
          fmt(f["p50"], ".2f", " s"), fmt(f["p99"], ".2f", " s"),
          fmt(f.get("phases", {}).get("triggerExecution"), ".2f", " s"), fmt(f.get("commit_offset"), ".2f", " s"),
-         maintenance_runs(f.get("maintenance"))]
+         maintenance_text(f.get("maintenance"))]
         for f in fresh
     ]  # fmt: skip
     return table(header, rows, left=(0, 1, 9))

@@ -170,8 +170,9 @@ def empty_batch_seconds(spark: Any, tmp: Path, spec: WorkerSpec) -> list[float]:
     return out
 
 
-def maintenance_runs(job: Any) -> list[float]:
-    """The seconds of each run of the job's own maintenance from now on (its metrics still told)."""
+def record_maintenance(job: Any) -> list[float]:
+    """The seconds of each run of the job's own maintenance that ends from now on (its metrics
+    still told): a run under way when the measurement ends is not in it."""
     runs: list[float] = []
     told = job.maintainer.on_run
 
@@ -198,7 +199,7 @@ def run_freshness(spark: Any, tmp: Path, spec: WorkerSpec) -> None:
     batches: list[dict[str, Any]] = []
     job.handler.on_timings = collector(batches)
     query = job.start()
-    maintained = maintenance_runs(job)
+    maintained = record_maintenance(job)
     table = f"{CATALOG}.{ns}.{spec.topic}"
 
     def holds(ends: dict[Any, int]) -> bool:

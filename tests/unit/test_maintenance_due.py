@@ -9,7 +9,7 @@ import pytest
 from icesink.config import MaintainedTables, MaintenanceConfig, WriteMode, parse_config
 from icesink.config.tables import TableSettings
 from icesink.errors import ConfigError
-from icesink.job.maintenance_due import Due, TableHealth, due, maintained, rest_after
+from icesink.job.maintenance_due import Due, TableHealth, due, maintained, rest_after, turn
 
 MINIMAL: dict[str, Any] = {
     "job": {"checkpoint_location": "/tmp/cp"},
@@ -89,13 +89,16 @@ def test_after_a_run_the_job_rests_so_its_runs_take_at_most_their_share_of_its_t
     assert rest_after(20.0, 0.25) == 60.0
     assert rest_after(20.0, 0.5) == 20.0
     assert rest_after(20.0, 1.0) == 0.0
-    config = MaintenanceConfig(delete_files=5, commits=10, min_interval_s=0)
-    needy = TableHealth(commits=50, live_delete_files=50)  # a table never maintained, past both thresholds
-    assert due(needy, config, now=1000.0, resting_until=1000.5) is None
-    assert due(needy, config, now=1000.5, resting_until=1000.5) is not None
-    # The rest is the job's, the interval a table's: both must have passed.
-    ran = TableHealth(commits=50, live_delete_files=50, last_run=990.0)
-    assert due(ran, MaintenanceConfig(min_interval_s=60), now=1000.0, resting_until=0.0) is None
+
+
+def test_after_a_rest_the_tables_never_maintained_go_first_then_the_longest_since_their_run() -> None:
+    waiting = {
+        "a": TableHealth(last_run=900.0),  # due again after every rest: it must not keep the others waiting
+        "m": TableHealth(last_run=100.0),
+        "z": None,  # a commit, but no figures yet
+        "b": TableHealth(),  # never maintained
+    }
+    assert sorted(waiting, key=lambda name: turn(waiting[name], name)) == ["b", "z", "m", "a"]
 
 
 @pytest.mark.parametrize("age", ["1h", "90m", "3d"])

@@ -50,8 +50,8 @@ class MaintenanceConfig(Section):
         1,
         ge=1,
         description="file groups (a partition's files) a compaction by the job rewrites at once (Iceberg's "
-        "max-concurrent-file-group-rewrites): 1 leaves the batches the other task slots; more on a cluster with "
-        "cores to spare",
+        "max-concurrent-file-group-rewrites), each a Spark job: at 1, its tasks (one for a small partition's files) "
+        "leave the batches a task slot; more on a cluster with cores to spare",
     )
     expire_after: str = Field(
         "1h",

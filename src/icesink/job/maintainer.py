@@ -10,7 +10,10 @@ number (the equality deletes the job commits meanwhile still apply to the rewrit
 snapshots carry no offsets (the job reads its offsets from the newest snapshot that does), and a
 commit of the job that meets a maintenance commit lands on top of it (the table-by-table path
 refreshes; the one request falls back to it). A run that fails is logged and counted, the job
-goes on, and the table is tried again after `maintenance.min_interval_s`.
+goes on, and the table is tried again at a later commit, after `maintenance.min_interval_s`.
+
+After each run the maintenance rests (`maintenance.max_share`), the tables whose commits came
+meanwhile waiting their turn: the ones never maintained first, then the longest since their run.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from icesink.errors import first_line
 from icesink.iceberg import ancestry
 from icesink.iceberg.commit import CommitResult
 from icesink.iceberg.jvm import JavaObject
-from icesink.job.maintenance_due import Due, TableHealth, due, maintained, rest_after
+from icesink.job.maintenance_due import Due, TableHealth, due, maintained, rest_after, turn
 from icesink.model import TableRef
 from icesink.ops import maintain as maintenance
 
@@ -63,7 +66,7 @@ class Maintainer:
         self._which: dict[TableRef, bool] = {}  # whether the job maintains a table (`_maintained`)
         self._expire_after = maintenance.parse_age(config.maintenance.expire_after)
         self._health: dict[TableRef, TableHealth] = {}
-        self._resting_until = 0.0  # monotonic: no run before (maintenance.max_share)
+        self._resting_until = 0.0  # monotonic: no run before it (maintenance.max_share), set and read under _wake
         self._newest: dict[TableRef, CommitResult] = {}  # commits not yet looked at, newest per table
         # The job's last commits per table (their Java snapshots, read on this thread only): what a
         # compaction re-applied on top of one of them carries again (iceberg/offsets_marker.py).
@@ -126,20 +129,27 @@ class Maintainer:
         sc.setJobGroup(JOB_GROUP, "icesink: table maintenance", interruptOnCancel=False)
         while True:
             with self._wake:
-                while not self._newest and not self._closing:
-                    self._wake.wait()
+                while not self._closing and not (self._newest and time.monotonic() >= self._resting_until):
+                    self._wake.wait(max(0.0, self._resting_until - time.monotonic()) if self._newest else None)
                 if self._closing:
                     return
                 newest, self._newest = self._newest, {}
-            for ref, result in sorted(newest.items(), key=lambda kv: str(kv[0])):
+            order = sorted(newest, key=lambda ref: turn(self._health.get(ref), str(ref)))
+            for n, ref in enumerate(order):
                 with self._wake:
                     if self._closing:
                         return
+                    if time.monotonic() < self._resting_until:
+                        # A run of this pass began a rest: the tables after it wait for its end,
+                        # their commits kept (a newer one the batches handed over meanwhile wins).
+                        for later in order[n:]:
+                            self._newest.setdefault(later, newest[later])
+                        break
                 if not self._running():  # a query stopped without Job.run (tests, embedders)
                     with self._wake:
                         self._closing = True
                     return
-                self._consider(ref, result)
+                self._consider(ref, newest[ref])
 
     def _consider(self, ref: TableRef, result: CommitResult) -> None:
         health = self._health[ref]
@@ -150,14 +160,15 @@ class Maintainer:
         else:
             health.live_delete_files = deletes
             health.partitions = max(health.partitions, partitions)
-        wanted = due(health, self._config.maintenance, time.monotonic(), self._resting_until)
+        wanted = due(health, self._config.maintenance, time.monotonic())
         if wanted is None:
             return
         self.runs += 1
         run = self._run(ref, wanted, self.runs)
         health.last_run = time.monotonic()
         rest = rest_after(run.seconds, self._config.maintenance.max_share)
-        self._resting_until = health.last_run + rest
+        with self._wake:
+            self._resting_until = health.last_run + rest
         if rest >= 1:
             log.info("maintenance rests %.0f s (maintenance.max_share: %s)", rest, self._config.maintenance.max_share)
         if wanted.full:
@@ -186,7 +197,7 @@ class Maintainer:
         except Exception as e:
             self._changed(ref)
             first = first_line(e)
-            log.warning("maintenance of %s failed (the job goes on; tried again after %d s): %s",
+            log.warning("maintenance of %s failed (the job goes on; tried again at a later commit, after %d s): %s",
                         ref, self._config.maintenance.min_interval_s, first)  # fmt: skip
             return MaintenanceRun(ref, reason, None, first, time.monotonic() - started)
         done = [

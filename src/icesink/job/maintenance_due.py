@@ -37,20 +37,24 @@ def rest_after(seconds: float, max_share: float) -> float:
     """How long the job's maintenance rests after a run of `seconds`, so that its runs take at most
     `max_share` of the job's time. A compaction of a table of changes rewrites every partition its
     deletes touch; once a run takes longer than the delete files it clears take to gather again
-    (22 s against 10 at a 1 s trigger, 16 partitions), runs would follow each other and take a
+    (~22 s against 10 at a 1 s trigger, 16 partitions), runs would follow each other and take a
     core from the batches for good."""
     return seconds * (1 - max_share) / max_share
 
 
-def due(health: TableHealth, config: MaintenanceConfig, now: float, resting_until: float = 0.0) -> Due | None:
+def turn(health: TableHealth | None, name: str) -> tuple[float, str]:
+    """The order of the tables waiting for the maintenance: never maintained first, then the
+    longest since their last run, so that one table due after every rest keeps no other waiting."""
+    last = health.last_run if health is not None else None
+    return (float("-inf") if last is None else last, name)
+
+
+def due(health: TableHealth, config: MaintenanceConfig, now: float) -> Due | None:
     """The run the table needs now, or None. A table's delete files ask for a compaction (which
     also removes the deletes it leaves dangling), its commits for a full run: the compaction, then
     its manifests rewritten and its old snapshots expired (each commit adds a manifest or two and a
     snapshot, which every reader plans and every commit rewrites). Never a run within
-    `min_interval_s` of the table's last one, nor before `resting_until` (`rest_after` the job's
-    last run of any table)."""
-    if now < resting_until:
-        return None
+    `min_interval_s` of the last one."""
     if health.last_run is not None and now - health.last_run < config.min_interval_s:
         return None
     if health.commits >= config.commits:

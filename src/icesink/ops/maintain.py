@@ -93,7 +93,7 @@ def maintain_table(
     # Catalog-qualified: a bare `ns.table` makes Spark look for a catalog named `ns` first.
     ident = ref.qualified(catalog)
     # Beside a stream, each group compacted at once is a Spark job of its own whose tasks take the
-    # batches' task slots (the job's runs take one: `maintenance.concurrent_groups`).
+    # batches' task slots (the job's runs: one group at a time, `maintenance.concurrent_groups`).
     concurrent = "" if concurrent_groups is None else f"'max-concurrent-file-group-rewrites', '{concurrent_groups}', "
     options = (
         f"map('delete-file-threshold', '1', 'min-input-files', '2', {concurrent}"
