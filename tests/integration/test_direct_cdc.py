@@ -30,7 +30,7 @@ from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
 from tests.support.debezium import plain_json_changes
 from tests.support.jobs import timed_run
-from tests.support.spark import letters, partitions, rows, snapshots, table_offsets
+from tests.support.spark import dead_letters, letters, partitions, rows, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values, table_state
 
@@ -214,6 +214,20 @@ def one_pass(t: BatchTimings) -> bool:
     return "direct" in t.steps and "decode" not in t.steps
 
 
+def plain_event(op: str | None, before: dict[str, Any] | None, after: dict[str, Any] | None) -> bytes:
+    source = {"version": "3.6.1.Final", "connector": "postgresql", "lsn": 1, "ts_ms": 1_700_000_000_000}
+    event = {"before": before, "after": after, "source": source, "ts_ms": 1_700_000_000_001}
+    return json.dumps(event if op is None else {**event, "op": op}).encode()
+
+
+# Events Spark's path makes dead letters of: a truncate, an insert without `op`, an update without its image.
+BAD_EVENTS = [
+    (b'{"id": 9}', plain_event("t", None, None), 0),
+    (b'{"id": 10}', plain_event(None, None, {"id": 10, "v": 1, "name": "x"}), 0),
+    (b'{"id": 11}', plain_event("u", {"id": 11, "v": 1, "name": "y"}, None), 0),
+]
+
+
 def plain_debezium(**overrides: Any) -> dict[str, Any]:
     """The seed's pipeline with the JsonConverter's schemas off: Debezium envelopes and record keys
     in plain JSON (tests/support/debezium.plain_json_changes)."""
@@ -241,7 +255,9 @@ def test_debezium_json_without_schemas_in_one_pass_matches_sparks_path_and_a_rep
     create_topics(topic, partitions=1)
     changes = list(random_changes(1_000, 300, 1, seed=41))
     events = plain_json_changes(changes)
-    events[500:500] = [(b'{"id": 7}', b"not json", 0), (b'{"id": 8}', b"[1]", 0)]  # dead letters, on the one path
+    # Dead letters, on the one path: not JSON, not an object, and events Spark's path makes dead
+    # letters of (an op Debezium does not write, no op, an update without its image).
+    events[500:500] = [(b'{"id": 7}', b"not json", 0), (b'{"id": 8}', b"[1]", 0), *BAD_EVENTS]
     produce_keyed(topic, events)
     sides = {"direct": True, "spark": False}
 
@@ -259,9 +275,13 @@ def test_debezium_json_without_schemas_in_one_pass_matches_sparks_path_and_a_rep
     assert [one_pass(t) for t in timings["direct"]] == [True, True, True], "no decode step, batch 0's neither"
     tables = {side: f"{CATALOG}.{scenario.namespace}_{side}.{scenario.prefix}_accounts" for side in sides}
     both_sides_equal(spark, timings, tables, oracle(changes), topic)
-    found = {side: letters(spark, f"{scenario.namespace}_{side}") for side in sides}
-    assert found["direct"] == found["spark"]
-    assert [r[2] for r in found["direct"]] == ["JsonParseError", "JsonTypeError"]
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in sides}
+    assert found["direct"] == found["spark"], "the same dead letters, in the same words"
+    assert [(r[-2], r[-1]) for r in found["direct"]] == [
+        ("JsonParseError", "not valid JSON"), ("JsonTypeError", "a JSON value that is not an object"),
+        ("DebeziumEnvelopeError", "unknown op t"), ("DebeziumEnvelopeError", "no op in the change event"),
+        ("DebeziumEnvelopeError", "op u without its row image"),
+    ]  # fmt: skip
 
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(300, 300, 1, seed=42)]
     produce_keyed(topic, plain_json_changes(more))
@@ -274,6 +294,17 @@ def test_debezium_json_without_schemas_in_one_pass_matches_sparks_path_and_a_rep
     assert count == len(state), "no key twice"
     assert state == oracle(changes + more), "each change applied once"
     assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+    assert dead_letters(spark, f"{scenario.namespace}_direct") == found["direct"], "each dead letter once"
+
+    # A batch of a truncate alone: a dead letter of the one-pass job, the table unchanged (Spark's
+    # path fails such a batch: its events give no image to infer).
+    produce_keyed(topic, BAD_EVENTS[:1])
+    last = run("direct", **{"job.checkpoint_location": str(tmp_path / "lost")})
+    assert [one_pass(t) for t in last] == [True]
+    assert table_state(spark, tables["direct"])[0] == oracle(changes + more)
+    assert table_offsets(spark, tables["direct"]) == end_offsets(topic)
+    added = sorted(set(dead_letters(spark, f"{scenario.namespace}_direct")) - set(found["direct"]))
+    assert [(r[2], r[-1]) for r in added] == [(max(end_offsets(topic).values()) - 1, "unknown op t")]
 
 
 # SCHEMA with the time of each change, as a table ordered by a timestamp column (`updated_at`) has it.

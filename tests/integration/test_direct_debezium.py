@@ -21,7 +21,7 @@ from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
 from tests.support.debezium import AVRO_ENVELOPE, AVRO_KEY, avro_event, debezium_changes, debezium_config
 from tests.support.jobs import timed_run
-from tests.support.spark import partitions, rows, table_offsets
+from tests.support.spark import dead_letters, partitions, rows, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_keys, avro_values, table_state
 
@@ -149,13 +149,3 @@ def test_a_case_insensitive_debezium_table_takes_events_spelled_otherwise_in_one
         assert table_offsets(spark, table) == end_offsets(topic)
     assert rows(spark, tables["direct"]) == rows(spark, tables["spark"]), "every column, as Spark's path"
     assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
-
-
-def dead_letters(spark: SparkSession, namespace: str) -> list[tuple[Any, ...]]:
-    """The dead letters as a user compares them: where, the record's bytes, the stage and error."""
-    table = f"{CATALOG}.{namespace}.dead_letters"
-    spark.sql(f"REFRESH TABLE {table}")
-    return sorted(
-        (r.topic, r.partition, r.offset, r.key, r.value, r.stage, r.error_class, r.error_message)
-        for r in spark.table(table).collect()
-    )

@@ -1,8 +1,9 @@
-"""The plain JSON records a one-pass task makes dead letters of (tasks/dead_letters.json_problem),
-against Spark's path on the same records: wherever the task judges, Spark's path makes the same
-dead letter (stage, class, message); wherever Spark's path may make a row, the task does not judge
-(its table goes Spark's way, as before). And a new table's columns inferred in Python over a
-sample with such records are Spark's inference of it (schema/json_inference.py)."""
+"""The plain JSON records a one-pass task makes dead letters of (tasks/dead_letters.json_problem,
+and Debezium events without Connect schemas: tasks/plain_rows.DirectRows.letter), against Spark's
+path on the same records: wherever the task judges, Spark's path makes the same dead letter (stage,
+class, message); wherever Spark's path may make a row, the task does not judge (its table goes
+Spark's way, as before). And a new table's columns inferred in Python over a sample with such
+records are Spark's inference of it (schema/json_inference.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from icesink.batch.decode import ERROR
+from icesink.batch.decode import ERROR, ROW
 from icesink.batch.decode.json import JsonDecoder
+from icesink.schema.envelope import EnvelopeSpec
 from icesink.schema.json_inference import inferred
 from icesink.tasks.dead_letters import EMPTY_VALUE, NOT_AN_OBJECT, NOT_JSON, json_problem
 from tests.support.frames import kafka_records
+from tests.support.plain_events import LETTERED, UNLETTERED, change_rows, event
 
 FRAME = b"\x00\x00\x00\x00\x07"
 
@@ -116,3 +119,35 @@ def test_dead_letters_add_no_column_to_a_new_table(spark: SparkSession) -> None:
     # An array of objects adds their fields in Spark: left to it.
     assert inferred([*good, b'[{"z": 1}]']) is None
     assert inferred_by_spark(spark, [*good, b'[{"z": 1}]']).fieldNames() == ["id", "name", "tags", "z"]
+
+
+def envelope_verdicts(spark: SparkSession, values: list[bytes]) -> tuple[list[Any], list[Any]]:
+    """Spark's path's rows and (stage, class, message) of plain JSON Debezium events (None: a row),
+    decoded as a changelog table's with the `_source_lsn` column, as the one batch they are."""
+    inspected = JsonDecoder(spark, EnvelopeSpec(source_columns=("lsn",))).inspect(kafka_records(spark, values))
+    target = StructType(
+        [StructField("id", LongType()), StructField("email", StringType()), StructField("_op", StringType()),
+         StructField("_source_lsn", LongType())]
+    )  # fmt: skip
+    found = inspected.parse(target).orderBy("offset").collect()
+    says = [None if r[ERROR] is None else (r[ERROR].stage, r[ERROR].error_class, r[ERROR].message) for r in found]
+    return [r[ROW] and tuple(r[ROW]) for r in found], says
+
+
+def test_the_change_events_a_task_letters_spark_path_letters_alike(spark: SparkSession) -> None:
+    """Among changes (which set the batch's inferred envelope, as a topic's other events do), each
+    event a task makes a dead letter of is one on Spark's path, in the same words, and the changes
+    stay its rows; an event the task leaves, Spark's path may read otherwise (another error, a
+    wider column, no source columns for the batch's other rows)."""
+    good = [event("c", None, {"id": 1, "email": "a@x"}, 10), event("d", {"id": 1, "email": None}, None, 11)]
+    rows, spark_says = envelope_verdicts(spark, [*good, *(v for v, _, _ in LETTERED)])
+    expected = [("decode", "DebeziumEnvelopeError", m) for _, _, m in LETTERED]
+    assert rows[:2] == [(1, "a@x", "I", 10), (1, None, "D", 11)]
+    assert spark_says == [None, None, *expected]
+    assert [change_rows().letter(v, k) for v, k, _ in LETTERED] == expected
+    left = [v for v, _ in UNLETTERED]
+    rows, spark_says = envelope_verdicts(spark, [*good, *left])
+    assert rows[:2] == [(1, "a@x", "I", None), (1, None, "D", None)], "a source of a string: no lsn column"
+    assert {why[1] for why in spark_says[2:] if why is not None} == {
+        "DebeziumEnvelopeError", "JsonParseError", "TypeMismatch"
+    }  # fmt: skip

@@ -52,3 +52,13 @@ def letters(spark: SparkSession, namespace: str) -> list[tuple[str, int, str]]:
     table = f"{CATALOG}.{namespace}.dead_letters"
     spark.sql(f"REFRESH TABLE {table}")
     return sorted((r.topic, r.offset, r.error_class) for r in spark.table(table).collect())
+
+
+def dead_letters(spark: SparkSession, namespace: str) -> list[tuple[Any, ...]]:
+    """The dead letters as a user compares them: where, the record's bytes, the stage and error."""
+    table = f"{CATALOG}.{namespace}.dead_letters"
+    spark.sql(f"REFRESH TABLE {table}")
+    return sorted(
+        (r.topic, r.partition, r.offset, r.key, r.value, r.stage, r.error_class, r.error_message)
+        for r in spark.table(table).collect()
+    )

@@ -22,10 +22,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from icesink.schema.envelope import EnvelopeSpec
 from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, direct_columns, json_object
 from icesink.tasks.plain_rows import DirectRows
+from tests.support.plain_events import CHANGES, KEY, LETTERED, UNLETTERED, change_rows, event
 
 
 def shape(*fields: StructField) -> StructType:
@@ -268,28 +268,6 @@ def test_json_object_is_an_object_or_nothing() -> None:
         assert json_object(value) is None, value
 
 
-# Debezium change events without Connect schemas, keyed by plain JSON keys: the seed's pipeline
-# with the JsonConverter's schemas off (the table exists: Spark's path created it).
-CHANGES = shape(
-    StructField("id", LongType(), nullable=False),
-    StructField("email", StringType()),
-    StructField("_op", StringType()),
-    StructField("_source_lsn", LongType()),
-    StructField("_key", StructType([StructField("id", LongType())])),
-)
-KEY = DirectColumn("_key", "struct", fields=(DirectColumn("id", "long"),))
-
-
-def change_rows() -> DirectRows:
-    columns = direct_columns(CHANGES, keys=("id",))
-    assert columns is not None
-    return DirectRows(columns, True, "_key", EnvelopeSpec(source_columns=("lsn",)), KEY, keys=("id",))
-
-
-def event(op: str, before: object, after: object, lsn: int | None = 1, **more: object) -> bytes:
-    return json.dumps({"before": before, "after": after, "op": op, "source": {"lsn": lsn, "db": "x"}, **more}).encode()
-
-
 def test_plain_json_change_events_become_the_rows_of_their_images_with_the_key_struct() -> None:
     rows = change_rows()
     taken = [
@@ -330,6 +308,27 @@ def test_plain_json_change_events_become_the_rows_of_their_images_with_the_key_s
 )
 def test_a_change_event_spark_would_not_make_that_row_of_is_not_taken(value: bytes) -> None:
     assert not change_rows().add(value, ("t", 0, 1), b'{"id": 1}')
+
+
+@pytest.mark.parametrize(("value", "key", "message"), LETTERED)
+def test_a_change_event_spark_makes_a_dead_letter_of_is_one_in_its_words(
+    value: bytes, key: bytes | None, message: str
+) -> None:
+    rows = change_rows()
+    assert not rows.add(value, ("t", 0, 1), key)
+    assert rows.letter(value, key) == ("decode", "DebeziumEnvelopeError", message)
+    assert rows.take() is None, "nothing of it taken"
+
+
+@pytest.mark.parametrize(("value", "key"), UNLETTERED)
+def test_a_change_event_that_could_change_the_table_is_no_letter(value: bytes, key: bytes | None) -> None:
+    assert change_rows().letter(value, key) is None
+
+
+def test_plain_json_records_are_never_envelope_letters() -> None:
+    columns = direct_columns(shape(StructField("id", LongType()), StructField("op", StringType())))
+    assert columns is not None
+    assert DirectRows(columns).letter(b'{"id": 1, "op": "x"}', None) is None
 
 
 @pytest.mark.parametrize(

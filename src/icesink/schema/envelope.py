@@ -13,6 +13,21 @@ from pyspark.sql.types import StringType, StructField, StructType
 SOURCE_PREFIX = "_source_"
 # Debezium's op -> the operation column (both decoders')
 OPS = {"c": "I", "r": "I", "u": "U", "d": "D"}
+# Why an event is a dead letter (`DebeziumEnvelopeError`), in the words of every decoder: no op,
+# NO_OP; an op Debezium does not write, UNKNOWN_OP + op; no row image, "op " + op + NO_IMAGE.
+NO_OP = "no op in the change event"
+UNKNOWN_OP = "unknown op "
+NO_IMAGE = " without its row image"
+
+
+def envelope_problem(op: str | None, image: bool) -> str | None:
+    """Why an event of op `op` (None: no op) is a dead letter, `image` saying whether it has its
+    row image (`after`, or `before` for a delete); None when it is a change."""
+    if op is None:
+        return NO_OP
+    if op not in OPS:
+        return UNKNOWN_OP + op
+    return None if image else f"op {op}{NO_IMAGE}"
 
 
 class EnvelopeError(ValueError):

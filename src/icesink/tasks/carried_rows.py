@@ -102,6 +102,11 @@ class CarriedRows:
         (False): the caller then takes them a record at a time."""
         return not self._carry and self._key_column is None and self._parsed_all(values)
 
+    def letter(self, value: bytes, key: bytes | None) -> tuple[str, str, str] | None:
+        """Spark's path's dead letter (stage, class, message) of a record `add` did not take, when
+        the subclass knows it beyond doubt; None when it does not (the caller declines the table)."""
+        return None
+
     def _parsed_all(self, values: Sequence[bytes | None]) -> bool:
         """Takes every value of a batch at once where the subclass can (its tombstone flags too,
         not the coordinates and keys); False, and nothing taken, where it cannot."""

@@ -5,8 +5,9 @@ to the dead-letter table from Kafka's own bytes (batch/direct_letters.py).
 Only what leaves no doubt is judged here, for append tables (a table of changes reads a null
 value as a tombstone): a null value (`NULL_VALUE`, JSON and Avro); an Avro value that is neither
 Confluent-framed nor named by a schema-id header (`NOT_FRAMED`); a plain JSON value that is empty,
-not JSON, or JSON but not an object (`json_problem`); and, for a table of changes too, an Avro
-Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`). The
+not JSON, or JSON but not an object (`json_problem`); and, for a table of changes too, a
+Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`: Avro's in
+tasks/envelope_rows.problems, plain JSON's in tasks/plain_rows.DirectRows.letter). The
 wording is Spark's path's (batch/decode/json_rows.py, batch/decode/avro.py; pinned in
 tests/unit/test_direct_letters.py, and `json_problem` against Spark's path in
 tests/spark/test_json_letters.py). Any other doubtful record still declines its table (a change

@@ -13,13 +13,12 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from icesink.schema.envelope import OPS
+from icesink.schema.envelope import NO_IMAGE, NO_OP, OPS, UNKNOWN_OP
 from icesink.tasks.avro_maps import as_column
 from icesink.tasks.semantic_values import Path, converted
 
 _SPELLINGS = pa.array(list(OPS))
 _CODES = pa.array(list(OPS.values()))
-_NO_IMAGE = " without its row image"
 
 
 @dataclass(frozen=True)
@@ -50,11 +49,11 @@ def problems(decoded: pa.Table) -> pa.Array | None:
     spelled = pc.cast(pc.fill_null(op, ""), pa.string())  # polars reads large strings
     why = pc.if_else(
         pc.is_null(op),
-        pa.scalar("no op in the change event"),
+        pa.scalar(NO_OP),
         pc.if_else(
             known,
-            pc.if_else(image, pa.scalar(None, pa.string()), pc.binary_join_element_wise("op ", spelled, _NO_IMAGE, "")),
-            pc.binary_join_element_wise("unknown op ", spelled, ""),
+            pc.if_else(image, pa.scalar(None, pa.string()), pc.binary_join_element_wise("op ", spelled, NO_IMAGE, "")),
+            pc.binary_join_element_wise(UNKNOWN_OP, spelled, ""),
         ),
     )
     return why.combine_chunks() if isinstance(why, pa.ChunkedArray) else why

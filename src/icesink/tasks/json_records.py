@@ -44,7 +44,7 @@ def json_records(
                 continue
             at = (topic, partition, offset)
             if not out.rows.add(value, at, key, routed=tables is not None):
-                _not_taken(out, i, value, at, decline)
+                _not_taken(out, i, value, key, at, decline)
 
 
 def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
@@ -71,7 +71,7 @@ def json_values(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> N
     for row, value in enumerate(values):
         if not add(value):
             topic, partition, offset = (batch.column(n)[row].as_py() for n in ("topic", "partition", "offset"))
-            if not _not_taken(out, i, value, (topic, partition, offset), decline):
+            if not _not_taken(out, i, value, None, (topic, partition, offset), decline):
                 return
 
 
@@ -84,23 +84,29 @@ def _one_at_a_time(
         coordinates = zip(*(batch.column(n).to_pylist() for n in ORDER), strict=True)
         for at, value, key in zip(coordinates, values, keys or [None] * len(values), strict=True):
             assert out.rows is not None
-            if not out.rows.add(value, at, key) and not _not_taken(out, i, value, at, decline):
+            if not out.rows.add(value, at, key) and not _not_taken(out, i, value, key, at, decline):
                 return
         out.flush()
     except REFUSED:
         decline(i)
 
 
-def _not_taken(out: TableOut, i: int, value: bytes | None, at: tuple[str, int, int], decline: Any) -> bool:
+def _not_taken(
+    out: TableOut, i: int, value: bytes | None, key: bytes | None, at: tuple[str, int, int], decline: Any
+) -> bool:  # fmt: skip
     """A JSON record the table's rows did not take: its dead letter (an append table's null value,
-    or a value beyond doubt not an object: tasks/dead_letters.json_problem), or else its table
-    declined, as it is past `MAX_LETTERS` letters. False when the table was declined. Of a
-    field-routed topic, such a record is no table's: the routing pass made it a dead letter, or
-    skipped it as its rule says (batch/route.py)."""
+    a value beyond doubt not an object: tasks/dead_letters.json_problem, a Debezium event beyond
+    doubt not a change: the rows' `letter`), or else its table declined, as it is past
+    `MAX_LETTERS` letters. False when the table was declined. Of a field-routed topic, such a
+    record is no table's: the routing pass made it a dead letter, or skipped it as its rule says
+    (batch/route.py)."""
     why = None
     if out.table.letters or out.table.route is not None:
         # A table of changes: a null value is a tombstone, or not a record Spark's path words so.
         why = (NULL_VALUE if out.table.changes is None else None) if value is None else json_problem(value)
+    if why is None and value is not None and out.table.letters:
+        assert out.rows is not None
+        why = out.rows.letter(value, key)
     if why is not None and out.table.route is not None:
         return True
     if why is not None and len(out.letters) < MAX_LETTERS:

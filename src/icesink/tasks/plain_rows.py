@@ -6,8 +6,10 @@ their values (coordinates, tombstones, record keys) is tasks/carried_rows.py's.
 Debezium change events without Connect schemas (JsonConverter with schemas off) are plain JSON
 too (`PlainEnvelope`): the row is the event's image (`after`, `before` for a delete) with the
 operation and source columns, as schema/envelope.py says; both images are checked against the
-table's columns, and an event Spark's path would make a dead letter (no op, another op, no image)
-declines; a batch of them is parsed whole where Arrow's reader takes it (tasks/plain_changes.py).
+table's columns. An event Spark's path makes a dead letter of (no op, another op, no image) is
+not a row: it is that letter here too, in its words, where nothing else of it could change the
+table (`letter`), else it declines. A batch of events is parsed whole where Arrow's reader takes
+it (tasks/plain_changes.py).
 Plain JSON record keys (`decode.key_format: json`) fill the key column's struct (`DirectRows`'
 `key`). Pure: no Spark.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
+from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec, envelope_problem
 from icesink.tasks.carried_rows import (
     CarriedRows,
     carried_columns,
@@ -29,6 +31,7 @@ from icesink.tasks.carried_rows import (
     joined,
     present_positions,
 )
+from icesink.tasks.dead_letters import ENVELOPE
 from icesink.tasks.decode_json import (
     DeclinedValueError,
     DirectColumn,
@@ -218,6 +221,34 @@ class DirectRows(CarriedRows):
         if source:
             row.update((column, source.get(name)) for column, name in self._sources)
         return row
+
+    def letter(self, value: bytes, key: bytes | None) -> tuple[str, str, str] | None:
+        """A change event `add` did not take, Spark's path's dead letter of it when beyond doubt:
+        no op, an op Debezium does not write, or no row image (`envelope_problem`), where nothing
+        else of it could change the table there (Spark's inference reads its fields too): its
+        images and source are objects of the table's columns, their values and its record key each
+        of its column's type. None otherwise, and for a plain JSON table's record."""
+        event = json_object(value) if self._envelope is not None else None
+        op = event.get("op") if event is not None else None
+        if event is None or (op is not None and type(op) is not str):
+            return None  # an op of another type: Spark's path reads its JSON text as the op
+        images = (event.get("before"), event.get("after"))
+        why = envelope_problem(op, images[0 if op == "d" else 1] is not None)
+        source = event.get("source")
+        if why is None or type(source) not in (dict, type(None)):
+            return None
+        if not all(i is None or (type(i) is dict and self._image.issuperset(i)) for i in images):
+            return None
+        rows = [i for i in images if i] + ([{c: source.get(n) for c, n in self._sources}] if source else [])
+        try:
+            for c in self._columns:
+                if any(c.name in r for r in rows):
+                    checked_array(c, [r.get(c.name) for r in rows])
+            if self._key is not None and key is not None:
+                _key_structs(self._key, [key])
+        except (DeclinedValueError, pa.ArrowException, OverflowError, UnicodeError):
+            return None
+        return (*ENVELOPE, why)
 
     def take(self) -> pa.RecordBatch | None:
         """The rows taken since the last call as one Arrow batch (None if there are none); raises

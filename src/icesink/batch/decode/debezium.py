@@ -16,8 +16,11 @@ from pyspark.sql.types import DataType, StructType
 
 from icesink.batch.decode import error, no_error
 from icesink.schema.envelope import (
+    NO_IMAGE,
+    NO_OP,
     OPS,
     SOURCE_PREFIX,
+    UNKNOWN_OP,
     EnvelopeError,
     EnvelopeSpec,
     envelope_parse_type,
@@ -81,16 +84,14 @@ def envelope_error(col: Column, envelope: StructType) -> Column:
     deleted = env["before"] if "before" in env_type.fieldNames() else F.lit(None)
     image = F.when(env["op"] == "d", deleted).otherwise(env["after"])
     return (
-        F.when(env["op"].isNull(), error("decode", "DebeziumEnvelopeError", "no op in the change event"))
+        F.when(env["op"].isNull(), error("decode", "DebeziumEnvelopeError", NO_OP))
         .when(
             ~env["op"].isin(list(OPS)),
-            error("decode", "DebeziumEnvelopeError", F.concat(F.lit("unknown op "), env["op"])),
+            error("decode", "DebeziumEnvelopeError", F.concat(F.lit(UNKNOWN_OP), env["op"])),
         )
         .when(
             image.isNull(),
-            error(
-                "decode", "DebeziumEnvelopeError", F.concat(F.lit("op "), env["op"], F.lit(" without its row image"))
-            ),
+            error("decode", "DebeziumEnvelopeError", F.concat(F.lit("op "), env["op"], F.lit(NO_IMAGE))),
         )
         .otherwise(no_error())
     )
