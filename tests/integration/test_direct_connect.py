@@ -3,13 +3,15 @@
 VariableScaleDecimal, zoned and micro timestamps, dates, a required field's default), Connect
 JSON record keys and tombstones after deletes, into a partitioned changelog table: the same table
 as Spark's path with no Spark decode job, once and only once after a crash between the write and
-the commit; an event that path makes a dead letter, or a schema with a new column, sends its
-batch that way."""
+the commit; the events that path makes dead letters of are the same dead letters, made by the
+tasks, through a kill after their commit; a schema with a new column sends its batch that way."""
 
 from __future__ import annotations
 
 import base64
+import json
 import random
+import signal
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,7 @@ from icesink.runtime.timings import BatchTimings
 from tests.support import debezium as ce
 from tests.support.cli import run_cli
 from tests.support.jobs import timed_run
-from tests.support.spark import letters, partitions, rows, table_exists, table_offsets
+from tests.support.spark import dead_letters, partitions, rows, table_exists, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import table_state
 
@@ -151,21 +153,51 @@ def test_debezium_connect_json_in_one_pass_matches_sparks_path(
     )
     assert {r[0]: r[1] for r in read} == oracle(changes), "Trino reads the one-pass table as the oracle"
 
-    # An event Spark's path makes a dead letter (an op Debezium does not write) and a schema with a
-    # new column: that batch goes Spark's way (the table evolved, its other changes applied); the
-    # next batch is one-pass again.
+    # Events Spark's path makes dead letters of (an op Debezium does not write, a truncate, an
+    # update without its image, no op) among changes: the tasks make the same letters, in its
+    # words, and the batch stays one-pass. The worst moment first: killed once the dead letters are
+    # committed, the table not; the replay adds each letter and change once.
     rng = random.Random(62)
     more = [Change(c.key, c.op, c.seq + 10_000, c.partition) for c in random_changes(300, 300, 3, seed=62)]
-    bad = ce.change(SCHEMA, "x", None, image(7, 99_999), 99_999)
+    no_op = json.loads(ce.change(SCHEMA, "c", None, image(10, 99_996), 99_996))
+    del no_op["payload"]["op"]
+    bad = [
+        (7, ce.change(SCHEMA, "x", None, image(7, 99_999), 99_999)),
+        (8, ce.change(SCHEMA, "t", None, None, 99_998)),
+        (9, ce.change(SCHEMA, "u", image(9, 99_997), None, 99_997)),
+        (10, json.dumps(no_op, separators=(",", ":")).encode()),
+    ]
+    produce_keyed(topic, [*events(more[:100]), *((ce.wrapped(KEY, {"id": k}), v, rng.randrange(3)) for k, v in bad)])
+    crashed = run_cli(
+        scenario.write_config(tmp_path / "bad.yaml", **config(scenario, "direct", tmp_path)),
+        env={faults.ENV: "after-dead-letters:2"},
+    )
+    assert crashed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), crashed.stderr[-3000:]
+    assert "SIGKILL at after-dead-letters of batch 2" in crashed.stderr
+    timings = {side: run(side) for side in sides}
+    assert [(t.steps.keys() & {"direct", "decode"}) for t in timings["direct"]] == [{"direct"}], (
+        "the replay: the bad events dead letters of the one-pass job, no Spark decode job"
+    )
+    for table in tables.values():
+        state, count = table_state(spark, table)
+        assert count == len(state)
+        assert state == oracle(changes + more[:100])
+        assert table_offsets(spark, table) == end_offsets(topic)
+    found = {side: dead_letters(spark, f"{scenario.namespace}_{side}") for side in sides}
+    assert found["direct"] == found["spark"], "the same dead letters as Spark's path, once each"
+    assert sorted(r[-1] for r in found["direct"]) == [
+        "no op in the change event", "op u without its row image", "unknown op t", "unknown op x",
+    ]  # fmt: skip
+
+    # A schema with a new column: that batch goes Spark's way (the table evolved); the next batch
+    # is one-pass again.
     wider = ce.envelope_schema(PREFIX, [*ROW, ce.field("loyalty", "int32")])
-    produce_keyed(topic, [*events(more[:100]), (ce.wrapped(KEY, {"id": 7}), bad, rng.randrange(3))])
     produce_keyed(topic, events(more[100:200], wider))
-    assert ["decode" in t.steps for t in run("direct")] == [True], "the bad batch through Spark's decoder"
+    assert ["decode" in t.steps for t in run("direct")] == [True], "the new column through Spark's decoder"
     produce_keyed(topic, events(more[200:], wider))
     assert ["decode" in t.steps for t in run("direct")] == [False], "the next batch in one pass"
     state, count = table_state(spark, tables["direct"])
     assert count == len(state)
     assert state == oracle(changes + more)
     assert "loyalty" in spark.table(tables["direct"]).columns
-    dead = letters(spark, f"{scenario.namespace}_direct")
-    assert [(t, c) for t, _, c in dead] == [(topic, "DebeziumEnvelopeError")], dead
+    assert dead_letters(spark, f"{scenario.namespace}_direct") == found["direct"]

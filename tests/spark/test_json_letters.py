@@ -16,7 +16,7 @@ from icesink.batch.decode import ERROR, ROW
 from icesink.batch.decode.json import JsonDecoder
 from icesink.schema.envelope import EnvelopeSpec
 from icesink.schema.json_inference import inferred
-from icesink.tasks.dead_letters import EMPTY_VALUE, NOT_AN_OBJECT, NOT_JSON, json_problem
+from icesink.tasks.dead_letters import EMPTY_VALUE, NOT_AN_OBJECT, NOT_JSON, NULL_VALUE, json_problem
 from tests.support.frames import kafka_records
 from tests.support.plain_events import LETTERED, UNLETTERED, change_rows, event
 
@@ -148,6 +148,12 @@ def test_the_change_events_a_task_letters_spark_path_letters_alike(spark: SparkS
     left = [v for v, _ in UNLETTERED]
     rows, spark_says = envelope_verdicts(spark, [*good, *left])
     assert rows[:2] == [(1, "a@x", "I", None), (1, None, "D", None)], "a source of a string: no lsn column"
-    assert {why[1] for why in spark_says[2:] if why is not None} == {
-        "DebeziumEnvelopeError", "JsonParseError", "TypeMismatch"
-    }  # fmt: skip
+    assert {why[1] for why in spark_says[2:] if why is not None} == {"DebeziumEnvelopeError", "TypeMismatch"}
+
+
+def test_a_null_value_among_connect_json_records_is_sparks_null_value_letter(spark: SparkSession) -> None:
+    """The letter a task makes of a Connect JSON append table's null value (tasks/json_records.py)."""
+    record = b'{"schema":{"type":"struct","fields":[{"field":"id","type":"int64"}]},"payload":{"id":1}}'
+    inspected = JsonDecoder(spark).inspect(kafka_records(spark, [record, None]))
+    found = inspected.parse(StructType([StructField("id", LongType())])).orderBy("offset").collect()
+    assert [None if r[ERROR] is None else tuple(r[ERROR])[:3] for r in found] == [None, NULL_VALUE]

@@ -157,6 +157,62 @@ def test_what_sparks_path_would_not_make_a_row_of_is_declined(value: bytes | Non
     ), why
 
 
+def no_op(op: object) -> bytes:
+    """A change event whose op is `op` (None: no op field), its payload otherwise an insert's."""
+    payload = json.loads(ce.change(ENVELOPE, "c", None, customer(1), 1))["payload"]
+    payload = {k: v for k, v in payload.items() if k != "op"} | ({"op": op} if op is not None else {})
+    return json.dumps({"schema": ENVELOPE, "payload": payload}).encode()
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (ce.change(ENVELOPE, "x", None, customer(1), 1), "unknown op x"),
+        (ce.change(ENVELOPE, "t", None, None, 1), "unknown op t"),  # a truncate
+        (ce.change(ENVELOPE, "c", customer(1), None, 1), "op c without its row image"),
+        (ce.change(ENVELOPE, "d", None, customer(1), 1), "op d without its row image"),
+        (no_op(None), "no op in the change event"),
+    ],
+)
+def test_a_change_event_sparks_path_makes_a_dead_letter_of_is_one_in_its_words(value: bytes, message: str) -> None:
+    rows = ConnectRows(DirectConnect(TABLE, SPEC))
+    assert rows.add(ce.change(ENVELOPE, "c", None, customer(9), 0))
+    assert not rows.add(value), "not a row"
+    assert rows.letter(value, None) == ("decode", "DebeziumEnvelopeError", message)
+    found = rows.take()
+    assert found is not None
+    assert found.column("id").to_pylist() == [9], "the table's other rows stay"
+    keyed = keyed_rows()
+    assert keyed.letter(value, ce.wrapped(KEY, {"id": 1})) == ("decode", "DebeziumEnvelopeError", message)
+
+
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        (ce.change(ENVELOPE, "c", None, customer(1), 1), None),  # a change: never a letter
+        (no_op(5), None),  # an op not of its schema's type: TypeMismatch on Spark's path
+        (ce.change(ENVELOPE, "x", None, customer(1, name=5), 1), None),  # a value not of its schema's type
+        (ce.change(ENVELOPE, "x", customer(1, id="1"), None, 1), None),  # in the other image too
+        # a decimal beyond its column: ConversionFailed on Spark's path
+        (ce.change(ENVELOPE, "x", None, customer(1, balance=ce.decimal_value("1" * 11, 2)), 1), None),
+        (ce.change(ce.envelope_schema("p", [*ROW, ce.field("new", "int32")]), "x", None, customer(1), 1), None),
+        (json.dumps({"schema": ENVELOPE, "payload": None}).encode(), None),  # NullPayload
+        (b"{not json", None),
+        (ce.change(ENVELOPE, "x", None, customer(1), 1), b"3"),  # a key Spark's path does not decode
+    ],
+)
+def test_an_event_that_may_be_another_error_on_sparks_path_is_no_letter(value: bytes, key: bytes | None) -> None:
+    rows = keyed_rows() if key is not None else ConnectRows(DirectConnect(TABLE, SPEC))
+    assert rows.letter(value, key) is None
+
+
+def test_a_connect_record_of_a_table_without_an_envelope_is_no_letter() -> None:
+    plain = ce.wrapped(ce.key_schema("p", [ce.field("id", "int32"), ce.field("op", "string")]), {"id": 1, "op": "x"})
+    rows = ConnectRows(DirectConnect(StructType([StructField("id", IntegerType()), StructField("op", StringType())])))
+    assert rows.add(plain)
+    assert rows.letter(plain, None) is None
+
+
 def test_a_schema_that_does_not_fit_the_table_is_declined() -> None:
     narrow = StructType(
         [f if f.name != "balance" else StructField("balance", DecimalType(10, 2)) for f in TABLE.fields]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql.types import LongType, StructField, StructType
 
 from icesink.tasks.dead_letters import (
     EMPTY_VALUE,
@@ -22,6 +23,7 @@ from icesink.tasks.dead_letters import (
     encoded,
     undecodable_letters,
 )
+from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.decode_json import DirectColumn
 from icesink.tasks.files import WriteTask
 from icesink.tasks.one_pass import direct_fn
@@ -91,12 +93,14 @@ def test_letters_cross_to_the_driver_unchanged() -> None:
     assert NOT_FRAMED == ("header", "NotConfluentFramed", "no 0x00 magic byte and schema id")
 
 
-def one_pass_rows(tmp_path: Path, values: list[bytes | None]) -> list[dict[str, Any]]:
+def one_pass_rows(tmp_path: Path, values: list[bytes | None], connect: bool = False) -> list[dict[str, Any]]:
     """The result rows of a one-pass task (tasks/one_pass.direct_fn) over `values`, for one plain
-    JSON append table that makes dead letters, written to a local folder."""
+    JSON (`connect`: Connect JSON) append table of a long `id` that makes dead letters, written to
+    a local folder."""
     schema = pa.schema([pa.field("id", pa.int64(), metadata={b"PARQUET:field_id": b"1"})])
     task = WriteTask("ns.t", schema, f"file://{tmp_path}/", "q-00000001", storage=StorageSettings())
-    table = DirectTable(task, (DirectColumn("id", "long"),), {("t", 1): (100, 100 + len(values))}, True, letters=True)
+    decoder = DirectConnect(StructType([StructField("id", LongType())])) if connect else (DirectColumn("id", "long"),)
+    table = DirectTable(task, decoder, {("t", 1): (100, 100 + len(values))}, True, letters=True)
     run = direct_fn([table], batch_id=1)
     out = pa.Table.from_batches(list(run(iter([batch(values)])))).to_pylist()
     return sorted(out, key=lambda r: (r["letters"] is not None, r["declined"]))
@@ -128,3 +132,15 @@ def test_a_task_with_more_dead_letters_than_the_driver_reads_back_declines_the_t
         (False, 0),
         (False, MAX_LETTERS),
     ], "up to MAX_LETTERS, of any kind"
+
+
+def test_a_connect_json_append_tables_null_values_are_letters_and_plain_json_declines(tmp_path: Path) -> None:
+    """Connect JSON: a null value is Spark's path's letter as for plain JSON; a value without a
+    Connect schema is not judged (that path may read it as plain JSON, or word it otherwise)."""
+    record = b'{"schema":{"type":"struct","fields":[{"field":"id","type":"int64"}]},"payload":{"id":1}}'
+    found = one_pass_rows(tmp_path, [record, None, record], connect=True)
+    assert [(r["table"], r["declined"], r["record_count"]) for r in found] == [(0, False, 2), (0, False, None)]
+    assert decoded(found[1]["letters"]) == [Letter("t", 1, 101, *NULL_VALUE)]
+    for undecided in (b"oops", b"[3]", b'{"id": 1}'):
+        found = one_pass_rows(tmp_path, [record, undecided], connect=True)
+        assert [(r["declined"], r["letters"]) for r in found] == [(True, None)], undecided

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 )
 
 from icesink.tasks.carried_rows import TOMBSTONE
+from icesink.tasks.dead_letters import NOT_AN_OBJECT, NOT_JSON
 from icesink.tasks.decode_json import DeclinedValueError, DirectColumn, direct_columns, json_object
 from icesink.tasks.plain_rows import DirectRows
 from tests.support.plain_events import CHANGES, KEY, LETTERED, UNLETTERED, change_rows, event
@@ -329,6 +330,8 @@ def test_plain_json_records_are_never_envelope_letters() -> None:
     columns = direct_columns(shape(StructField("id", LongType()), StructField("op", StringType())))
     assert columns is not None
     assert DirectRows(columns).letter(b'{"id": 1, "op": "x"}', None) is None
+    assert DirectRows(columns).letter(b"not json", None) == NOT_JSON, "json_problem's, as for change events"
+    assert change_rows().letter(b"[1]", None) == NOT_AN_OBJECT
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,6 @@ from icesink.iceberg.jvm import JavaObject
 from icesink.kafka import reader
 from icesink.model import PartitionRange, TopicPartition, WrittenFile
 from icesink.tasks.decode_avro import DirectAvro
-from icesink.tasks.decode_connect import DirectConnect
 from icesink.tasks.files import (
     WriteTask,
 )
@@ -264,11 +263,8 @@ def _direct_table(
     arrow_schema = table_arrow_schema(ctx, table)
     keys = d.changes.keys if d.changes is not None else ()
     fields = tuple(ctx.catalog.partition_fields(table))
-    # The tasks judge records of Avro tables and of plain JSON tables (Debezium's too), and only
-    # where bad records become dead letters. Not Connect JSON's: Spark's path words a value that
-    # is not an object there by its envelope (DebeziumEnvelopeError), not as plain JSON.
-    judged = not isinstance(d.decoder, DirectConnect)
-    letters = judged and ctx.config.decode.on_error is not ErrorPolicy.FAIL
+    # The tasks judge records only where bad records become dead letters.
+    letters = ctx.config.decode.on_error is not ErrorPolicy.FAIL
     task = WriteTask(
         table=str(plan.table),
         arrow_schema=arrow_schema,

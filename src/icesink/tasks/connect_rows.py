@@ -17,7 +17,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from icesink.schema.connect import Node
-from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
+from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec, envelope_problem
 from icesink.tasks.connect_batches import read_payloads, reads_whole
 from icesink.tasks.connect_values import converted, read
 from icesink.tasks.decode_json import DeclinedValueError
@@ -31,6 +31,7 @@ class SchemaRows:
     def __init__(self, root: Node, table: StructType, envelope: EnvelopeSpec | None) -> None:
         self._table = table
         self._envelope = envelope
+        self._schema = root  # the whole payload's, for a dead letter's check (`letter`)
         # Only what the table's columns take is read, either way: a field of a struct the table's
         # struct lacks (schema.evolution.fits lets it) is passed over, not type-checked.
         self._root = pruned(root, table)
@@ -53,6 +54,29 @@ class SchemaRows:
             image, read = self._image, (("source", self._source), ("op", fields["op"]))
             self._root = replace(root, fields=(("before", image), ("after", image), *read))
             self._whole = reads_whole(self._root)
+
+    def takes(self, payload: dict[str, Any]) -> bool:
+        """Whether a payload is a change event's with an op Debezium writes and its row image (any
+        payload of a table without an envelope)."""
+        if self._envelope is None:
+            return True
+        op = payload.get("op")
+        return type(op) is str and op in OPS and type(payload.get("before" if op == "d" else "after")) is dict
+
+    def letter(self, payload: dict[str, Any]) -> str | None:
+        """Why a change event's payload that `takes` refused is a dead letter on Spark's path, in its
+        words (schema/envelope.envelope_problem), where nothing else of it makes another error
+        there first: every field of the payload of its schema's type (else TypeMismatch), each
+        converting exactly (else ConversionFailed). None otherwise."""
+        op = payload.get("op")
+        if self._envelope is None or (op is not None and type(op) is not str):
+            return None
+        why = envelope_problem(op, payload.get("before" if op == "d" else "after") is not None)
+        try:
+            converted(self._schema, read(self._schema, [payload]), self._schema.result)
+        except _DECLINED:
+            return None
+        return why
 
     def columns(self, payloads: Sequence[dict[str, Any]]) -> list[pa.Array]:
         if self._envelope is None:

@@ -13,8 +13,10 @@ else a record at a time (tasks/connect_rows.py holds both ways).
 
 As tasks/decode_json.py, a record that is not beyond doubt the row Spark's path would make (not
 Connect JSON, a schema that does not fit, a value not of its schema's type, a decimal that does
-not fit, an event without an image) declines its table's records, which then take Spark's path
-(new columns, dead letters). Pure: no Spark session.
+not fit) declines its table's records, which then take Spark's path (new columns, dead letters).
+A change event with no op, an op Debezium does not write or no row image is that path's dead
+letter here too, in its words, where nothing else of it is another error there (`letter`).
+Pure: no Spark session.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from icesink.tasks.carried_rows import (
 )
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_rows import SchemaRows
+from icesink.tasks.dead_letters import ENVELOPE
 from icesink.tasks.decode_json import DeclinedValueError
 
 
@@ -141,10 +144,24 @@ class ConnectRows(CarriedRows):
             self._payloads.append((None, None))  # a tombstone
             return True
         found = self._readers.payload(value)
-        if found is None:
-            return False
+        if found is None or not found[0].takes(found[1]):
+            return False  # not a row: a dead letter where `letter` says so
         self._payloads.append(found)
         return True
+
+    def letter(self, value: bytes, key: bytes | None) -> tuple[str, str, str] | None:
+        """A change event `add` did not take, Spark's path's dead letter of it when beyond doubt:
+        of a schema the table takes, with no op, an op Debezium does not write or no row image, and
+        nothing else of it another error there (`SchemaRows.letter`), nor its record key (a key
+        column's evolution). None otherwise, and for a record of a table without an envelope."""
+        found = self._readers.payload(value) if self._decoder.envelope is not None else None
+        why = found[0].letter(found[1]) if found is not None else None
+        if why is not None and self._key_decoder is not None and key is not None:
+            try:
+                self._key_structs([key], self._key_decoder)
+            except (DeclinedValueError, pa.ArrowException, OverflowError, UnicodeError):
+                return None
+        return (*ENVELOPE, why) if why is not None else None
 
     def _parsed_all(self, values: Sequence[bytes | None]) -> bool:
         """Takes a batch whose records all carry one schema, laid out as JsonConverter writes them,

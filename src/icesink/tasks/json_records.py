@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter, json_problem
+from icesink.tasks.dead_letters import MAX_LETTERS, NULL_VALUE, Letter
 from icesink.tasks.json_batches import ByValue, taken_whole
 from icesink.tasks.route_judges import Judges
 from icesink.tasks.table_out import ORDER, REFUSED, TableOut
@@ -95,18 +95,15 @@ def _not_taken(
     out: TableOut, i: int, value: bytes | None, key: bytes | None, at: tuple[str, int, int], decline: Any
 ) -> bool:  # fmt: skip
     """A JSON record the table's rows did not take: its dead letter (an append table's null value,
-    a value beyond doubt not an object: tasks/dead_letters.json_problem, a Debezium event beyond
-    doubt not a change: the rows' `letter`), or else its table declined, as it is past
-    `MAX_LETTERS` letters. False when the table was declined. Of a field-routed topic, such a
-    record is no table's: the routing pass made it a dead letter, or skipped it as its rule says
-    (batch/route.py)."""
+    or what the rows' `letter` says: a plain JSON value beyond doubt not an object, a Debezium
+    event beyond doubt not a change), or else its table declined, as it is past `MAX_LETTERS`
+    letters. False when the table was declined. Of a field-routed topic, such a record is no
+    table's: the routing pass made it a dead letter, or skipped it as its rule says (batch/route.py)."""
     why = None
     if out.table.letters or out.table.route is not None:
-        # A table of changes: a null value is a tombstone, or not a record Spark's path words so.
-        why = (NULL_VALUE if out.table.changes is None else None) if value is None else json_problem(value)
-    if why is None and value is not None and out.table.letters:
         assert out.rows is not None
-        why = out.rows.letter(value, key)
+        # A table of changes: a null value is a tombstone, or not a record Spark's path words so.
+        why = (NULL_VALUE if out.table.changes is None else None) if value is None else out.rows.letter(value, key)
     if why is not None and out.table.route is not None:
         return True
     if why is not None and len(out.letters) < MAX_LETTERS:

@@ -31,7 +31,7 @@ from icesink.tasks.carried_rows import (
     joined,
     present_positions,
 )
-from icesink.tasks.dead_letters import ENVELOPE
+from icesink.tasks.dead_letters import ENVELOPE, json_problem
 from icesink.tasks.decode_json import (
     DeclinedValueError,
     DirectColumn,
@@ -223,11 +223,15 @@ class DirectRows(CarriedRows):
         return row
 
     def letter(self, value: bytes, key: bytes | None) -> tuple[str, str, str] | None:
-        """A change event `add` did not take, Spark's path's dead letter of it when beyond doubt:
-        no op, an op Debezium does not write, or no row image (`envelope_problem`), where nothing
-        else of it could change the table there (Spark's inference reads its fields too): its
-        images and source are objects of the table's columns, their values and its record key each
-        of its column's type. None otherwise, and for a plain JSON table's record."""
+        """A record `add` did not take, Spark's path's dead letter of it when beyond doubt: a value
+        not JSON or not an object (tasks/dead_letters.json_problem), or a change event with no op,
+        an op Debezium does not write, or no row image (`envelope_problem`), where nothing else of
+        it could change the table there (Spark's inference reads its fields too): its images and
+        source are objects of the table's columns, their values and its record key each of its
+        column's type. None otherwise."""
+        found = json_problem(value)
+        if found is not None:
+            return found
         event = json_object(value) if self._envelope is not None else None
         op = event.get("op") if event is not None else None
         if event is None or (op is not None and type(op) is not str):

@@ -72,9 +72,9 @@ class DirectTable:
     # Its second round (batch/direct_held.py): the key columns and order value (int64) of the rows
     # the table holds above `order_floor`, against which each key's last change is compared.
     held: pa.Table | None = None
-    # A table (an Avro one, or a plain JSON append table) whose records Spark's path would make dead
-    # letters of beyond doubt (tasks/dead_letters.py) become letters, its other records staying
-    # here; else they decline it.
+    # The records Spark's path would make dead letters of beyond doubt (tasks/dead_letters.py, the
+    # JSON rows' `letter`) become letters, the table's other records staying here; else (with
+    # `decode.on_error: fail`) they decline it.
     letters: bool = False
     # A table of field-routed topics: the records it takes of them (tasks/routing.py). Plain JSON
     # records are looked at before they are decoded, Avro rows once decoded (`routed`).
