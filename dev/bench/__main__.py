@@ -1,5 +1,6 @@
-"""`python -m dev.bench [e2e|decode|cdc|render] ...`: the end-to-end benchmark (the default), the
-decode and CDC benchmarks, and docs/performance.md rendered from a report.json."""
+"""`python -m dev.bench [e2e|decode|cdc|debezium-batches|evolution-batches|semantic|render] ...`: the
+end-to-end benchmark (the default), the decode, CDC and batch benchmarks, the semantic types'
+conversions, and docs/performance.md rendered from a report.json."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from dev.bench import REPO, cdc, decode
 from dev.bench.spec import PARTS, RunSpec, WorkerSpec
 
-COMMANDS = ("e2e", "decode", "cdc", "debezium-batches", "evolution-batches", "render", "worker", "produce")
+COMMANDS = ("e2e", "decode", "cdc", "debezium-batches", "evolution-batches", "semantic", "render", "worker", "produce")
 
 
 def e2e_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> None:
         argv = ["e2e", *argv]  # `python -m dev.bench --records ...` is the end-to-end benchmark
     parser = argparse.ArgumentParser(prog="python -m dev.bench", description=__doc__)
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{e2e,decode,cdc,debezium-batches,evolution-batches,render}"
+        dest="command", required=True, metavar="{e2e,decode,cdc,debezium-batches,evolution-batches,semantic,render}"
     )
     from dev.bench import e2e as e2e_module
 
@@ -92,6 +93,12 @@ def main(argv: list[str]) -> None:
         "evolution-batches", help="Avro batches that each bring a new writer schema, one pass vs Spark's path",
         description=evolution_batches.__doc__, formatter_class=raw,
     ))  # fmt: skip
+    from dev.bench import semantic
+
+    semantic.add_arguments(sub.add_parser(
+        "semantic", help="Debezium's ZonedTimestamp and VariableScaleDecimal, a whole array vs a value at a time",
+        description=semantic.__doc__, formatter_class=raw,
+    ))  # fmt: skip
     render = sub.add_parser("render", help="docs/performance.md from a report.json")
     render.add_argument("report", type=Path, help="a report.json of `e2e` (with `decode` and `cdc` sections if any)")
     render.add_argument(
@@ -110,6 +117,8 @@ def main(argv: list[str]) -> None:
         debezium_batches.main(args)
     elif args.command == "evolution-batches":
         evolution_batches.main(args)
+    elif args.command == "semantic":
+        semantic.main(args)
     elif args.command == "render":
         from dev.bench.render import render_file
 

@@ -43,6 +43,11 @@ CASES: list[tuple[str, Any, pa.DataType, list[Any]]] = [
         VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]),
         [_vsd(12_345_678, 3), _vsd(-5, 2), _vsd(5, -2), _vsd(10**19, 0), _vsd(1, 18), _vsd(10, 19), None],
     ),
+    (  # no negative scale: converted a whole array at a time (semantic_values._variable_decimals_whole)
+        VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]),
+        [_vsd(12_345_678, 3), _vsd(-5, 2), _vsd(10**19, 0), _vsd(-(10**20) + 1, 0), _vsd(1, 18), _vsd(10, 19),
+         _vsd(-7 * 10**29, 30), None],
+    ),
 ]  # fmt: skip
 
 
@@ -63,7 +68,9 @@ def _same(mine: Any, theirs: Any) -> bool:
 
 
 @pytest.mark.parametrize(
-    ("name", "spark_type", "arrow_type", "values"), CASES, ids=[c[0].split(".")[-1] for c in CASES]
+    ("name", "spark_type", "arrow_type", "values"),
+    CASES,
+    ids=[f"{c[0].split('.')[-1]}-{i}" for i, c in enumerate(CASES)],
 )
 def test_the_tasks_convert_as_sparks_path_does(
     spark: SparkSession, name: str, spark_type: Any, arrow_type: pa.DataType, values: list[Any]
