@@ -151,6 +151,17 @@ def test_the_change_events_a_task_letters_spark_path_letters_alike(spark: SparkS
     assert {why[1] for why in spark_says[2:] if why is not None} == {"DebeziumEnvelopeError", "TypeMismatch"}
 
 
+def test_wrapped_change_events_without_a_top_level_op_are_rows_on_sparks_path(spark: SparkSession) -> None:
+    """Why a task makes no letter of a change event with a `payload` and no op: Spark's path
+    unwraps a batch of them, and makes rows."""
+    wrapped = [v for v, _ in UNLETTERED if b'"payload"' in v]
+    assert len(wrapped) == 2
+    rows, spark_says = envelope_verdicts(spark, wrapped)
+    assert spark_says == [None, None]
+    assert [r[:3] for r in rows] == [(1, None, "I")] * 2
+    assert [change_rows().letter(v, None) for v in wrapped] == [None, None]
+
+
 def test_a_null_value_among_connect_json_records_is_sparks_null_value_letter(spark: SparkSession) -> None:
     """The letter a task makes of a Connect JSON append table's null value (tasks/json_records.py)."""
     record = b'{"schema":{"type":"struct","fields":[{"field":"id","type":"int64"}]},"payload":{"id":1}}'

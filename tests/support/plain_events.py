@@ -65,4 +65,8 @@ UNLETTERED: list[tuple[bytes, bytes | None]] = [
     (event("t", None, None), b'{"id": "1"}'),  # a key field of another type
     (event("t", None, None), b'{"id": 1, "tenant": 2}'),  # a key field the key column lacks
     (event("t", None, None), b"nope"),  # a key that is not JSON
+    # wrapped without an op: Spark's path unwraps a batch of such events (their payloads are rows)
+    (json.dumps({"payload": json.loads(event("c", None, {"id": 1}))}).encode(), None),
+    (json.dumps({"schema": None, "payload": json.loads(event("c", None, {"id": 1}))}).encode(), None),
+    (b'{"op": "\\ud800", "after": null}', None),  # a lone surrogate: no letter's message holds it
 ]

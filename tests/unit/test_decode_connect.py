@@ -198,12 +198,38 @@ def test_a_change_event_sparks_path_makes_a_dead_letter_of_is_one_in_its_words(v
         (ce.change(ce.envelope_schema("p", [*ROW, ce.field("new", "int32")]), "x", None, customer(1), 1), None),
         (json.dumps({"schema": ENVELOPE, "payload": None}).encode(), None),  # NullPayload
         (b"{not json", None),
+        (ce.change(ENVELOPE, "\ud800", None, customer(1), 1), None),  # a lone surrogate: no letter holds it
         (ce.change(ENVELOPE, "x", None, customer(1), 1), b"3"),  # a key Spark's path does not decode
     ],
 )
 def test_an_event_that_may_be_another_error_on_sparks_path_is_no_letter(value: bytes, key: bytes | None) -> None:
     rows = keyed_rows() if key is not None else ConnectRows(DirectConnect(TABLE, SPEC))
     assert rows.letter(value, key) is None
+
+
+def test_an_op_with_a_default_is_no_letter() -> None:
+    """Spark's path applies the op's default before it judges the event (a row there)."""
+    schema = json.loads(json.dumps(ENVELOPE))
+    next(f for f in schema["fields"] if f["field"] == "op")["default"] = "c"
+    record = json.loads(ce.change(schema, "c", None, customer(1), 1))
+    del record["payload"]["op"]
+    value = json.dumps(record).encode()
+    table = row_type(parse_schema(json.dumps(schema)).result_type, SPEC)
+    rows = ConnectRows(DirectConnect(table, SPEC))
+    assert not rows.add(value)
+    assert rows.letter(value, None) is None
+
+
+def test_an_image_the_schema_lacks_is_no_image() -> None:
+    """A delete whose payload carries `before` where its schema has none: Spark's path reads no
+    image (a dead letter), nor do the tasks."""
+    schema = json.loads(json.dumps(ENVELOPE))
+    schema["fields"] = [f for f in schema["fields"] if f["field"] != "before"]
+    value = ce.change(schema, "d", customer(1), None, 1)
+    table = row_type(parse_schema(json.dumps(schema)).result_type, SPEC)
+    rows = ConnectRows(DirectConnect(table, SPEC))
+    assert not rows.add(value)
+    assert rows.letter(value, None) == ("decode", "DebeziumEnvelopeError", "op d without its row image")
 
 
 def test_a_connect_record_of_a_table_without_an_envelope_is_no_letter() -> None:

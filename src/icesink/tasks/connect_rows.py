@@ -40,6 +40,10 @@ class SchemaRows:
         if envelope is None:
             return
         fields = dict(root.fields)
+        # The images the schema has: a payload's field it lacks is not read (Spark's path: no image).
+        self._images = {name for name in ("before", "after") if name in fields}
+        # Spark's path applies a default of the op or an image before it judges the event.
+        self._defaults = any(fields[n].default is not None for n in ("op", "before", "after") if n in fields)
         types = {f.name: f.dataType for f in table.fields}
         self._image = pruned(fields.get("after") or fields["before"], table)
         source = fields.get("source")
@@ -61,17 +65,20 @@ class SchemaRows:
         if self._envelope is None:
             return True
         op = payload.get("op")
-        return type(op) is str and op in OPS and type(payload.get("before" if op == "d" else "after")) is dict
+        image = "before" if op == "d" else "after"
+        return type(op) is str and op in OPS and image in self._images and type(payload.get(image)) is dict
 
     def letter(self, payload: dict[str, Any]) -> str | None:
         """Why a change event's payload that `takes` refused is a dead letter on Spark's path, in its
         words (schema/envelope.envelope_problem), where nothing else of it makes another error
         there first: every field of the payload of its schema's type (else TypeMismatch), each
-        converting exactly (else ConversionFailed). None otherwise."""
+        converting exactly (else ConversionFailed), and no default for its op or images. None
+        otherwise."""
         op = payload.get("op")
-        if self._envelope is None or (op is not None and type(op) is not str):
+        if self._envelope is None or self._defaults or (op is not None and type(op) is not str):
             return None
-        why = envelope_problem(op, payload.get("before" if op == "d" else "after") is not None)
+        image = "before" if op == "d" else "after"
+        why = envelope_problem(op, image in self._images and payload.get(image) is not None)
         try:
             converted(self._schema, read(self._schema, [payload]), self._schema.result)
         except _DECLINED:

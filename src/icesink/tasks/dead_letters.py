@@ -7,7 +7,8 @@ value as a tombstone): a null value (`NULL_VALUE`, JSON and Avro); an Avro value
 Confluent-framed nor named by a schema-id header (`NOT_FRAMED`); a plain JSON value that is empty,
 not JSON, or JSON but not an object (`json_problem`); and, for a table of changes too, a
 Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`: Avro's in
-tasks/envelope_rows.problems, plain JSON's in tasks/plain_rows.DirectRows.letter). The
+tasks/envelope_rows.problems, plain JSON's `event_problem`, Connect JSON's in
+tasks/connect_rows.SchemaRows.letter). The
 wording is Spark's path's (batch/decode/json_rows.py, batch/decode/avro.py; pinned in
 tests/unit/test_direct_letters.py, and `json_problem` against Spark's path in
 tests/spark/test_json_letters.py). Any other doubtful record still declines its table (a change
@@ -26,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.kafka import wire
+from icesink.schema.envelope import envelope_problem
 from icesink.tasks.avro_bodies import undecodable
 
 
@@ -86,6 +88,28 @@ def json_problem(value: bytes) -> tuple[str, str, str] | None:
     except orjson.JSONDecodeError:
         return NOT_JSON if _ends_inside(text) else None
     return NOT_AN_OBJECT if type(found) is not dict and _plain(found) else None
+
+
+def event_problem(event: dict[str, Any]) -> str | None:
+    """Spark's path's words (`ENVELOPE`'s message) for a Debezium event in plain JSON that is not a
+    change (schema/envelope.envelope_problem), where its reading is beyond doubt: an op that is a
+    string (else it reads the op's JSON text) that UTF-8 holds (a letter is stored so), and beside
+    a missing op no `payload` or `schema` (a wrapped event: Spark's path unwraps a batch of them).
+    None otherwise, and for a change."""
+    op = event.get("op")
+    if op is None and ("payload" in event or "schema" in event):
+        return None
+    if op is not None and (type(op) is not str or not _utf8(op)):
+        return None
+    return envelope_problem(op, event.get("before" if op == "d" else "after") is not None)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False  # a lone surrogate, which Python's JSON reader takes
+    return True
 
 
 def _no_strict_value(text: str) -> bool:

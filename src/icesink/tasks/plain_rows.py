@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec, envelope_problem
+from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec
 from icesink.tasks.carried_rows import (
     CarriedRows,
     carried_columns,
@@ -31,7 +31,7 @@ from icesink.tasks.carried_rows import (
     joined,
     present_positions,
 )
-from icesink.tasks.dead_letters import ENVELOPE, json_problem
+from icesink.tasks.dead_letters import ENVELOPE, event_problem, json_problem
 from icesink.tasks.decode_json import (
     DeclinedValueError,
     DirectColumn,
@@ -225,24 +225,25 @@ class DirectRows(CarriedRows):
     def letter(self, value: bytes, key: bytes | None) -> tuple[str, str, str] | None:
         """A record `add` did not take, Spark's path's dead letter of it when beyond doubt: a value
         not JSON or not an object (tasks/dead_letters.json_problem), or a change event with no op,
-        an op Debezium does not write, or no row image (`envelope_problem`), where nothing else of
-        it could change the table there (Spark's inference reads its fields too): its images and
-        source are objects of the table's columns, their values and its record key each of its
-        column's type. None otherwise."""
+        an op Debezium does not write, or no row image (dead_letters.event_problem), where nothing else of
+        it could change the table there (`_fits`). None otherwise."""
         found = json_problem(value)
-        if found is not None:
+        if found is not None or self._envelope is None:
             return found
-        event = json_object(value) if self._envelope is not None else None
-        op = event.get("op") if event is not None else None
-        if event is None or (op is not None and type(op) is not str):
-            return None  # an op of another type: Spark's path reads its JSON text as the op
+        event = json_object(value)
+        why = event_problem(event) if event is not None else None
+        return (*ENVELOPE, why) if why is not None and event is not None and self._fits(event, key) else None
+
+    def _fits(self, event: dict[str, Any], key: bytes | None) -> bool:
+        """Whether nothing of a change event that is a dead letter could change the table on
+        Spark's path, whose inference reads its fields too: its images and source are objects of
+        the table's columns, their values and its record key each of its column's type."""
         images = (event.get("before"), event.get("after"))
-        why = envelope_problem(op, images[0 if op == "d" else 1] is not None)
         source = event.get("source")
-        if why is None or type(source) not in (dict, type(None)):
-            return None
+        if type(source) not in (dict, type(None)):
+            return False
         if not all(i is None or (type(i) is dict and self._image.issuperset(i)) for i in images):
-            return None
+            return False
         rows = [i for i in images if i] + ([{c: source.get(n) for c, n in self._sources}] if source else [])
         try:
             for c in self._columns:
@@ -251,8 +252,8 @@ class DirectRows(CarriedRows):
             if self._key is not None and key is not None:
                 _key_structs(self._key, [key])
         except (DeclinedValueError, pa.ArrowException, OverflowError, UnicodeError):
-            return None
-        return (*ENVELOPE, why)
+            return False
+        return True
 
     def take(self) -> pa.RecordBatch | None:
         """The rows taken since the last call as one Arrow batch (None if there are none); raises
