@@ -8,11 +8,10 @@ Confluent-framed nor named by a schema-id header (`NOT_FRAMED`); a plain JSON va
 not JSON, or JSON but not an object (`json_problem`); and, for a table of changes too, a
 Debezium event with no op, an op Debezium does not write or no row image (`ENVELOPE`: Avro's in
 tasks/envelope_rows.problems, plain JSON's `event_problem`, Connect JSON's in
-tasks/connect_rows.SchemaRows.letter). The
-wording is Spark's path's (batch/decode/json_rows.py, batch/decode/avro.py; pinned in
-tests/unit/test_direct_letters.py, and `json_problem` against Spark's path in
-tests/spark/test_json_letters.py). Any other doubtful record still declines its table (a change
-without its key or operation: tasks/change_rows.change_problems). Pure: no Spark.
+tasks/connect_rows.SchemaRows.letter). The wording is Spark's path's (batch/decode/json_rows.py,
+batch/decode/avro.py, batch/decode/debezium.py; pinned in tests/unit/test_direct_letters.py,
+and `json_problem` and `event_problem` against Spark's path in tests/spark/test_json_letters.py).
+Any other doubtful record still declines its table. Pure: no Spark.
 """
 
 from __future__ import annotations

@@ -225,8 +225,8 @@ class DirectRows(CarriedRows):
     def letter(self, value: bytes, key: bytes | None) -> tuple[str, str, str] | None:
         """A record `add` did not take, Spark's path's dead letter of it when beyond doubt: a value
         not JSON or not an object (tasks/dead_letters.json_problem), or a change event with no op,
-        an op Debezium does not write, or no row image (dead_letters.event_problem), where nothing else of
-        it could change the table there (`_fits`). None otherwise."""
+        an op Debezium does not write, or no row image (dead_letters.event_problem), where nothing
+        else of it could change the table there (`_fits`). None otherwise."""
         found = json_problem(value)
         if found is not None or self._envelope is None:
             return found
