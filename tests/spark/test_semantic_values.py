@@ -87,6 +87,9 @@ def test_the_tasks_convert_as_sparks_path_does(
     [
         (VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(11, 19)),
         (VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(10**20, 0)),
+        # 39 digits unscaled, a value decimal(38, 18) holds: Spark's path reads the digits into decimal(38, 0)
+        (VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(10**38, 30)),
+        (VARIABLE_DECIMAL, VSD, pa.struct([("scale", pa.int32()), ("value", pa.binary())]), _vsd(-(10**38), 30)),
         (ZONED_TIMESTAMP, StringType(), pa.string(), "2024-13-01T00:00:00Z"),
         (ZONED_TIMESTAMP, StringType(), pa.string(), "soon"),
     ],

@@ -4,8 +4,9 @@ for each of, pinned in tests/spark/test_semantic_values.py). A ZonedTimestamp's 
 VariableScaleDecimal's bytes are converted a whole array at a time where Arrow reads them as
 Python reads one value (pinned in tests/unit/test_semantic_values.py), else a value at a time.
 
-A value Spark's path would not convert exactly (a VariableScaleDecimal beyond decimal(38, 18), a
-ZonedTimestamp it does not parse, a timestamp out of range) is not guessed at: it raises
+A value Spark's path would not convert exactly (a VariableScaleDecimal beyond decimal(38, 18) or
+of more than 38 digits, a ZonedTimestamp it does not parse, a timestamp out of range) is not
+guessed at: it raises
 DeclinedValueError, and the table's records take Spark's path, which makes it a dead letter.
 """
 
@@ -32,6 +33,8 @@ _ZONED_ASCII = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{
 _DECIMAL_SCALE = 18
 _DECIMAL_TYPE = pa.decimal128(38, _DECIMAL_SCALE)
 _DECIMAL_BOUND = Decimal(10) ** (38 - _DECIMAL_SCALE)
+# Spark's path reads a VariableScaleDecimal's digits into a decimal(38, 0) first: more is a dead letter.
+_UNSCALED_BOUND = 10**38
 _EXACT = Context(prec=100, traps=[Inexact])
 
 
@@ -165,7 +168,10 @@ def _variable_decimals_each(structs: pa.Array) -> pa.Array:
         raw = v["value"]
         if not raw:
             raise DeclinedValueError("a VariableScaleDecimal without bytes")
-        d = Decimal(int.from_bytes(raw, "big", signed=True)).scaleb(-v["scale"], _EXACT)
+        unscaled = int.from_bytes(raw, "big", signed=True)
+        if abs(unscaled) >= _UNSCALED_BOUND:
+            raise DeclinedValueError("a VariableScaleDecimal of more than 38 digits")
+        d = Decimal(unscaled).scaleb(-v["scale"], _EXACT)
         try:
             exact = d.quantize(Decimal(1).scaleb(-_DECIMAL_SCALE), context=_EXACT)
         except Inexact:
