@@ -6,8 +6,8 @@ Python reads one value (pinned in tests/unit/test_semantic_values.py), else a va
 
 A value Spark's path would not convert exactly (a VariableScaleDecimal beyond decimal(38, 18) or
 of more than 38 digits, a ZonedTimestamp it does not parse, a timestamp out of range) is not
-guessed at: it raises
-DeclinedValueError, and the table's records take Spark's path, which makes it a dead letter.
+guessed at: it raises DeclinedValueError, and the table's records take Spark's path, which makes
+it a dead letter.
 """
 
 from __future__ import annotations
