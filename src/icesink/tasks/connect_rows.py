@@ -20,7 +20,7 @@ from icesink.schema.connect import Node
 from icesink.schema.envelope import OPS, SOURCE_PREFIX, EnvelopeSpec, envelope_problem
 from icesink.tasks.connect_batches import read_payloads, reads_whole
 from icesink.tasks.connect_values import converted, read
-from icesink.tasks.decode_json import DeclinedValueError
+from icesink.tasks.decode_json import DECLINED, DeclinedValueError
 
 
 class SchemaRows:
@@ -81,7 +81,7 @@ class SchemaRows:
         why = envelope_problem(op, image in self._images and payload.get(image) is not None)
         try:
             converted(self._schema, read(self._schema, [payload]), self._schema.result)
-        except _DECLINED:
+        except DECLINED:
             return None
         return why
 
@@ -112,7 +112,7 @@ class SchemaRows:
             parts = dict(zip(struct.type.names, struct.flatten(), strict=True))
             image = pc.if_else(pc.equal(parts["op"], "d"), parts["before"], parts["after"])
             return self._changes(parts["op"], image, parts.get("source"))
-        except _DECLINED:
+        except DECLINED:
             return None
 
     def _rows(self, payload: pa.Array) -> list[pa.Array]:
@@ -144,8 +144,6 @@ class SchemaRows:
         return out
 
 
-# What declines a batch read whole (tasks/table_out.REFUSED, but a partition's).
-_DECLINED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError)
 _OPS = pa.array(sorted(OPS), pa.string())
 _CODES = pa.array([OPS[op] for op in sorted(OPS)], pa.string())
 

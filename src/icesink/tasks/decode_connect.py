@@ -44,7 +44,7 @@ from icesink.tasks.carried_rows import (
 from icesink.tasks.connect_payloads import Readers
 from icesink.tasks.connect_rows import SchemaRows
 from icesink.tasks.dead_letters import ENVELOPE
-from icesink.tasks.decode_json import DeclinedValueError
+from icesink.tasks.decode_json import DECLINED, DeclinedValueError
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class ConnectRows(CarriedRows):
         if why is not None and self._key_decoder is not None and key is not None:
             try:
                 self._key_structs([key], self._key_decoder)
-            except (DeclinedValueError, pa.ArrowException, OverflowError, UnicodeError):
+            except DECLINED:
                 return None
         return (*ENVELOPE, why) if why is not None else None
 

@@ -121,6 +121,11 @@ class DeclinedValueError(ValueError):
     """A value of a column that is not of its type: its table's records go through Spark."""
 
 
+# What Arrow raises for a value it does not take (a string with a lone surrogate, an integer out of
+# range), and the decoders for a value Spark's path may read otherwise: either declines.
+DECLINED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError)
+
+
 _DICTS = frozenset({dict, type(None)})
 
 

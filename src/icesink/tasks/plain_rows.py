@@ -33,6 +33,7 @@ from icesink.tasks.carried_rows import (
 )
 from icesink.tasks.dead_letters import ENVELOPE, event_problem, json_problem
 from icesink.tasks.decode_json import (
+    DECLINED,
     DeclinedValueError,
     DirectColumn,
     check,
@@ -251,7 +252,7 @@ class DirectRows(CarriedRows):
                     checked_array(c, [r.get(c.name) for r in rows])
             if self._key is not None and key is not None:
                 _key_structs(self._key, [key])
-        except (DeclinedValueError, pa.ArrowException, OverflowError, UnicodeError):
+        except DECLINED:
             return False
         return True
 

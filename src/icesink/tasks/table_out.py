@@ -25,7 +25,7 @@ from icesink.tasks.change_rows import DELETE, OP, ChangeSpec, change_problems, k
 from icesink.tasks.dead_letters import MAX_LETTERS, Letter
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
 from icesink.tasks.decode_connect import ConnectRows, DirectConnect
-from icesink.tasks.decode_json import DeclinedValueError, DirectColumn
+from icesink.tasks.decode_json import DECLINED, DeclinedValueError, DirectColumn
 from icesink.tasks.files import TableFiles, WriteTask
 from icesink.tasks.json_shape import JsonShape, ShapedJson
 from icesink.tasks.last_changes import last_per_key, not_older_than_held, order_values
@@ -41,10 +41,9 @@ _CHUNK_ROWS = 8192
 NAMED = "__icesink_named_in_header"
 # The Kafka coordinates that order a key's changes after `order_by` (changes.change_order).
 ORDER = ("topic", "partition", "offset")
-# What Arrow raises for a value it does not take (a string with a lone surrogate), and the JSON
-# decoder for a value not of its column's type.
-# A partition value the task cannot compute declines the table too (the driver checked the spec first).
-REFUSED = (pa.ArrowException, UnicodeError, OverflowError, DeclinedValueError, UnsupportedPartitionError)
+# What declines a table in a task: a value (decode_json.DECLINED), and a partition value the task
+# cannot compute (the driver checked the spec first).
+REFUSED = (*DECLINED, UnsupportedPartitionError)
 
 
 DirectDecoder = tuple[DirectColumn, ...] | PlainEnvelope | ShapedJson | DirectAvro | DirectConnect
