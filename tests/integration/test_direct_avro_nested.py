@@ -142,14 +142,17 @@ def test_a_schema_the_one_pass_decoder_does_not_take_is_said_once_and_its_rows_l
     assert said == [
         f"table {scenario.namespace}.{scenario.prefix}_sparse: its records go through Spark's decoder: writer schema "
         f"{sid} has a type the one-pass Avro decoder does not take (a union beyond one type and null, a fixed of "
-        "no byte or with a logical type, a union or a Debezium semantic type inside an array or map, or no "
-        "Debezium envelope where decode.envelope says one)"
+        "no byte, a duration, a decimal on a fixed of more than 16 bytes or of more digits than its size holds, a "
+        "union or a Debezium semantic type inside an array or map, or no Debezium envelope where decode.envelope "
+        "says one)"
     ], "said once, for two batches"
     table = scenario.table("sparse")
     assert sorted((r.id, r.xs) for r in spark.table(table).collect()) == [(i, [i, None]) for i in range(6)]
 
 
 DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 8, "scale": 2}
+# A decimal on a fixed, as Spark's to_avro writes decimals (and many Java producers do).
+FIXED = {"type": "fixed", "name": "Amount", "size": 8, "logicalType": "decimal", "precision": 18, "scale": 4}
 ORDER: dict[str, Any] = {
     "type": "record",
     "name": "PricedOrder",
@@ -158,21 +161,26 @@ ORDER: dict[str, Any] = {
         {"name": "fees", "type": {"type": "map", "values": DECIMAL}},
         {"name": "lines", "type": {"type": "array", "items": {
             "type": "record", "name": "PricedLine",
-            "fields": [{"name": "sku", "type": "string"}, {"name": "price", "type": DECIMAL}]}}},
+            "fields": [{"name": "sku", "type": "string"}, {"name": "price", "type": DECIMAL},
+                       {"name": "tax", "type": {**FIXED, "name": "Tax"}}]}}},
+        {"name": "total", "type": ["null", FIXED]},
     ],
 }  # fmt: skip
 
 
+@pytest.mark.trino
 def test_decimals_in_arrays_and_maps_are_written_in_one_pass_as_sparks_path_writes_them(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
-    """Line items priced in decimals (each element's precision checked by the tasks): a new table
-    created and filled in one pass, equal to Spark's path's."""
+    """Line items priced in decimals, on bytes and on fixed (each element's precision checked by
+    the tasks): a new table created and filled in one pass, equal to Spark's path's, read by Trino."""
     topic = scenario.topic("priced")
     create_topics(topic, partitions=2)
     orders = [
         {"id": i, "fees": {"ship": Decimal(i) / 4} if i % 2 else {},
-         "lines": [{"sku": f"s{j}", "price": Decimal(i * 100 + j) / 100} for j in range(i % 3)]}
+         "lines": [{"sku": f"s{j}", "price": Decimal(i * 100 + j) / 100, "tax": Decimal(i * j) / 10_000}
+                   for j in range(i % 3)],
+         "total": None if i % 5 == 0 else Decimal(i * 10**13 - 7) / 10_000 * (-1) ** i}
         for i in range(40)
     ]  # fmt: skip
     produce(topic, avro_values(topic, ORDER, orders))
@@ -192,5 +200,18 @@ def test_decimals_in_arrays_and_maps_are_written_in_one_pass_as_sparks_path_writ
     assert spark.table(tables[0]).schema == spark.table(tables[1]).schema
     by_id = [{r.id: r.asDict(recursive=True) for r in spark.table(t).collect()} for t in tables]
     assert by_id[0] == by_id[1]
-    assert by_id[0][5]["lines"] == [{"sku": "s0", "price": Decimal("5.00")}, {"sku": "s1", "price": Decimal("5.01")}]
+    assert by_id[0][5]["lines"] == [
+        {"sku": "s0", "price": Decimal("5.00"), "tax": Decimal("0.0000")},
+        {"sku": "s1", "price": Decimal("5.01"), "tax": Decimal("0.0005")},
+    ]
     assert by_id[0][5]["fees"] == {"ship": Decimal("1.25")}
+    assert [by_id[0][i]["total"] for i in (0, 1, 39)] == [
+        None, Decimal("-999999999.9993"), Decimal("-38999999999.9993")
+    ]  # fmt: skip
+    read = trino_rows(
+        "SELECT id, total, element_at(lines, 2).tax "
+        f'FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_priced"'
+    )
+    assert sorted(read) == [
+        (o["id"], o["total"], o["lines"][1]["tax"] if len(o["lines"]) > 1 else None) for o in orders
+    ], "Trino reads the decimals as written"

@@ -18,6 +18,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.types import BinaryType
 
 from icesink.batch.avro_types import writer_struct
 from icesink.batch.direct_avro import direct_avro, row_struct
@@ -326,3 +327,82 @@ def test_fixed_decodes_to_from_avros_bytes_at_any_depth(spark: SparkSession) -> 
     mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
     assert mine is not None, "takes every one of them"
     assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs]
+
+
+def _fixed_decimal(name: str, size: int, precision: int, scale: int) -> dict[str, Any]:
+    return {"type": "fixed", "name": name, "size": size, "logicalType": "decimal", "precision": precision,
+            "scale": scale}  # fmt: skip
+
+
+# Decimals on fixed, as Spark's to_avro writes them: at the top, in a union, an array, a map and a record.
+LEDGER: dict[str, Any] = {
+    "type": "record",
+    "name": "Ledger",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "cents", "type": _fixed_decimal("Cents", 6, 12, 2)},
+        {"name": "big", "type": ["null", _fixed_decimal("Big", 16, 38, 6)]},
+        {"name": "one", "type": _fixed_decimal("One", 1, 2, 1)},
+        {"name": "parts", "type": {"type": "array", "items": _fixed_decimal("Part", 4, 9, 3)}},
+        {"name": "by", "type": {"type": "map", "values": _fixed_decimal("By", 3, 6, 0)}},
+        {"name": "at", "type": {"type": "record", "name": "At", "fields": [
+            {"name": "rate", "type": _fixed_decimal("Rate", 8, 18, 18)}]}},
+    ],
+}  # fmt: skip
+
+
+def test_decimals_on_fixed_decode_to_from_avros_and_one_beyond_its_precision_is_refused_by_both(
+    spark: SparkSession,
+) -> None:
+    struct = row_struct(json.dumps(LEDGER))
+    assert struct is not None
+    zero = {"id": 0, "cents": Decimal("0.00"), "big": None, "one": Decimal("0.0"), "parts": [], "by": {},
+            "at": {"rate": Decimal(0)}}  # fmt: skip
+    records = [
+        zero,
+        {"id": 1, "cents": Decimal("9999999999.99"), "big": Decimal("99999999999999999999999999999999.999999"),
+         "one": Decimal("9.9"), "parts": [Decimal("999999.999"), Decimal("-0.001")], "by": {"x": Decimal(999999)},
+         "at": {"rate": Decimal("0.999999999999999999")}},
+        {"id": 2, "cents": Decimal("-9999999999.99"), "big": Decimal("-99999999999999999999999999999999.999999"),
+         "one": Decimal("-9.9"), "parts": [Decimal("-999999.999")], "by": {"y": Decimal(-999999), "z": Decimal(0)},
+         "at": {"rate": Decimal("-0.000000000000000001")}},
+    ]  # fmt: skip
+    values = [baskets.framed(r, LEDGER) for r in records]
+    # Values of more digits than the schema says (the encoding is the unscaled value's bytes, which
+    # the size holds): written with a wider precision, and as the fixed's bytes (-100: -10.0).
+    wide = json.loads(json.dumps(LEDGER).replace('"precision": 12', '"precision": 13'))
+    raw = {**LEDGER, "fields": [*LEDGER["fields"][:3], {"name": "one", "type": {"type": "fixed", "name": "One",
+           "size": 1}}, *LEDGER["fields"][4:]]}  # fmt: skip
+    beyond = [
+        baskets.framed({**zero, "cents": Decimal("10000000000.00")}, wide),
+        baskets.framed({**zero, "one": (-100).to_bytes(1, "big", signed=True)}, raw),
+    ]
+    spark_type, theirs = sparks(spark, [*values, *beyond], LEDGER)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
+    direct = direct_avro({baskets.FRAME: json.dumps(LEDGER)}, struct)
+    assert direct is not None
+    arrow = pa.schema([
+        ("id", pa.int64()), ("cents", pa.decimal128(12, 2)), ("big", pa.decimal128(38, 6)),
+        ("one", pa.decimal128(2, 1)), ("parts", pa.list_(pa.decimal128(9, 3))),
+        ("by", pa.map_(pa.string(), pa.decimal128(6, 0))), ("at", pa.struct([("rate", pa.decimal128(18, 18))])),
+    ])  # fmt: skip
+    mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert mine is not None, "takes every one within its precision"
+    assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs[:3]]
+    for value, row in zip(beyond, theirs[3:], strict=True):
+        assert AvroRows(direct, arrow).decode(pa.array([value], pa.binary())) is None
+        assert row is None or all(v is None for v in row), row
+
+
+def test_a_decimal_of_more_digits_than_its_fixed_holds_is_left_to_from_avro_which_reads_bytes(
+    spark: SparkSession,
+) -> None:
+    """Avro's Java parser drops such a logical type as invalid: from_avro reads the fixed as bytes,
+    where polars would read a decimal. The tasks leave it to Spark's path."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "d", "type": _fixed_decimal("D", 2, 5, 0)}]}
+    spark_type, rows = sparks(spark, [baskets.framed({"d": b"\x01\x02"}, {**schema, "fields": [
+        {"name": "d", "type": {"type": "fixed", "name": "D", "size": 2}}]})], schema)  # fmt: skip
+    assert spark_type["d"].dataType == BinaryType()
+    assert rows == [Row(d=bytearray(b"\x01\x02"))]
+    assert row_struct(json.dumps(schema)) is None
+    assert row_struct(json.dumps({**schema, "fields": [{"name": "d", "type": _fixed_decimal("D", 2, 4, 0)}]}))

@@ -32,7 +32,7 @@ from pyiceberg.types import (
 )
 from pyspark.sql import types as T
 
-from icesink.batch.avro_types import avro_type, writer_struct
+from icesink.batch.avro_types import avro_type, fixed_digits, writer_struct
 from icesink.batch.direct_avro import direct_avro
 from icesink.kafka import wire
 from icesink.tasks.avro_records import new_frames
@@ -162,7 +162,9 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
         {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 2},
         {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5},
         {"type": "bytes", "logicalType": "decimal", "scale": 2},
-        {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 10, "scale": 2},
+        {"type": "fixed", "name": "D", "size": 17, "logicalType": "decimal", "precision": 38, "scale": 2},
+        {"type": "fixed", "name": "D", "size": 2, "logicalType": "decimal", "precision": 5, "scale": 0},
+        {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal", "precision": 39, "scale": 2},
         {"type": "int", "connect.name": "io.debezium.time.Timestamp"},
         {"type": "long", "connect.name": "io.debezium.time.Timestamp", "logicalType": "timestamp-millis"},
         {
@@ -177,6 +179,19 @@ def test_types_it_leaves_to_spark(avro: Any) -> None:
     assert avro_type(avro) is None
     schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "a", "type": avro}]}
     assert writer_struct(json.dumps(schema)) is None
+
+
+def test_a_decimal_on_a_fixed_is_a_decimal_where_its_size_holds_its_digits() -> None:
+    def fixed(size: int, precision: int, scale: int = 0) -> dict[str, Any]:
+        return {"type": "fixed", "name": "D", "size": size, "logicalType": "decimal", "precision": precision,
+                "scale": scale}  # fmt: skip
+
+    assert [fixed_digits(n) for n in (1, 2, 4, 8, 16)] == [2, 4, 9, 18, 38]  # Avro's maxPrecision
+    assert avro_type(fixed(8, 10, 2)) == (T.DecimalType(10, 2), False)
+    assert avro_type(fixed(16, 38, 38)) == (T.DecimalType(38, 38), False)
+    assert avro_type(fixed(2, 4)) == (T.DecimalType(4, 0), False)
+    assert avro_type(["null", fixed(1, 2)]) == (T.DecimalType(2, 0), True)
+    assert avro_type({"type": "fixed", "name": "B", "size": 3}) == (T.BinaryType(), False)
 
 
 def test_a_writer_schema_must_fit_the_table_as_it_is() -> None:

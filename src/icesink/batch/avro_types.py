@@ -1,12 +1,13 @@
 """What Spark's from_avro makes of an Avro type, for the one-pass decoder (batch/direct_avro.py):
 the Spark type of each Avro type the tasks decode exactly as Spark's path does, None for the others.
 
-Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, uuid and decimal bytes,
-enums (as strings), alone or in a union with null, and records, arrays and string-keyed maps of
-those at any depth; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
-Debezium semantic type as Debezium writes it; the others by their Avro type). Inside an array or a
-map: no union or semantic type (the tasks check those per field path; decimals they check in every
-element). The types are pinned against from_avro in tests/integration/test_direct_avro_rows.py.
+Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, uuid, decimals (on bytes, or
+on a fixed of at most 16 bytes) and enums (as strings), alone or in a union with null, and records,
+arrays and string-keyed maps of those at any depth; Kafka Connect's and Debezium's annotations as
+Spark's path reads them (a Debezium semantic type as Debezium writes it; the others by their Avro
+type). Inside an array or a map: no union or semantic type (the tasks check those per field path;
+decimals they check in every element). The types are pinned against from_avro in
+tests/integration/test_direct_avro_rows.py.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from pyspark.sql.types import (
 from icesink.schema.connect import DEBEZIUM_PARSE, VARIABLE_DECIMAL
 from icesink.tasks.decode_avro import reserved
 
+# polars reads a decimal of at most 16 bytes (Arrow's decimal128).
+MAX_DECIMAL_BYTES = 16
 _PRIMITIVES: dict[str, DataType] = {
     "boolean": BooleanType(),
     "int": IntegerType(),
@@ -62,8 +65,8 @@ SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items(
 def avro_type(avro: Any, repeated: bool = False) -> tuple[DataType, bool] | None:
     """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
     one-pass decoder does not take it: anything but the primitives, fixed, enums, date,
-    timestamp-millis/micros, uuid and decimal bytes, records of those, each alone or in a union
-    with null, and arrays and string-keyed maps of them. `avro` has its named types written out
+    timestamp-millis/micros, uuid and decimals (`_fixed` says which on a fixed), records of those,
+    each alone or in a union with null, and arrays and string-keyed maps of them. `avro` has its named types written out
     (`inlined`).
 
     `repeated`: inside an array or a map: no union there (its branch indexes are checked a record
@@ -103,10 +106,7 @@ def _described(avro: dict[str, Any], repeated: bool) -> tuple[DataType, bool] | 
         valid = isinstance(symbols, list) and symbols and all(isinstance(s, str) for s in symbols)
         return (StringType(), False) if valid else None
     if base == "fixed":
-        # Bytes of its size, as from_avro reads it (a decimal or a duration on a fixed: Spark's path;
-        # a fixed of no byte: polars refuses its schema).
-        size = avro.get("size")
-        return (BinaryType(), False) if type(size) is int and size > 0 and "logicalType" not in avro else None
+        return _fixed(avro)
     if not isinstance(base, str) or base not in _PRIMITIVES:
         return None
     return _logical(avro, base)
@@ -135,12 +135,38 @@ def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
     if logical is None:
         return _PRIMITIVES[base], False
     if (base, logical) == ("bytes", "decimal"):
-        precision, scale = avro.get("precision"), avro.get("scale", 0)
-        if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision <= 38 or precision < 1:
-            return None
-        return DecimalType(precision, scale), False
+        return _decimal(avro)
     t = _LOGICAL.get((base, logical))
     return None if t is None else (t, False)
+
+
+def _fixed(avro: dict[str, Any]) -> tuple[DataType, bool] | None:
+    """Bytes of its size, as from_avro reads a fixed, or a decimal on it. A fixed of no byte, a
+    duration, and a decimal of more than 16 bytes (polars reads none of them) go to Spark's path;
+    so does a decimal of more digits than its size holds, which Avro's Java parser drops as invalid
+    (from_avro then reads the fixed as bytes)."""
+    size, logical = avro.get("size"), avro.get("logicalType")
+    if type(size) is not int or size < 1:
+        return None
+    if logical is None:
+        return BinaryType(), False
+    if logical != "decimal" or size > MAX_DECIMAL_BYTES:
+        return None
+    found = _decimal(avro)
+    return found if found is not None and avro["precision"] <= fixed_digits(size) else None
+
+
+def fixed_digits(size: int) -> int:
+    """The most decimal digits a fixed of `size` bytes holds (Avro's LogicalTypes.Decimal.maxPrecision)."""
+    return len(str(2 ** (8 * size - 1) - 1)) - 1
+
+
+def _decimal(avro: dict[str, Any]) -> tuple[DataType, bool] | None:
+    """A decimal's Spark type: what from_avro reads it as, where Avro's Java parser takes it."""
+    precision, scale = avro.get("precision"), avro.get("scale", 0)
+    if type(precision) is not int or type(scale) is not int or not 0 <= scale <= precision <= 38 or precision < 1:
+        return None
+    return DecimalType(precision, scale), False
 
 
 def record_struct(record: dict[str, Any], repeated: bool = False) -> StructType | None:

@@ -159,7 +159,7 @@ def _inner_types(t: Any, at: Path) -> Iterator[tuple[Path, Any]]:
 
 def _decimal(t: Any) -> tuple[int, int] | None:
     t = next(b for b in t if b != "null") if isinstance(t, list) else t
-    if isinstance(t, dict) and t.get("type") == "bytes" and t.get("logicalType") == "decimal":
+    if isinstance(t, dict) and t.get("type") in ("bytes", "fixed") and t.get("logicalType") == "decimal":
         return t["precision"], t.get("scale", 0)
     return None
 
@@ -196,8 +196,9 @@ def avro_declined(
         if struct is None:
             return (
                 f"writer schema {sid} has a type the one-pass Avro decoder does not take (a union beyond one type "
-                "and null, a fixed of no byte or with a logical type, a union or a Debezium semantic type inside an "
-                "array or map, or no Debezium envelope where decode.envelope says one)"
+                "and null, a fixed of no byte, a duration, a decimal on a fixed of more than 16 bytes or of more "
+                "digits than its size holds, a union or a Debezium semantic type inside an array or map, or no "
+                "Debezium envelope where decode.envelope says one)"
             )
         reshaped = shaped(struct, shaping, table)
         if reshaped is None:
