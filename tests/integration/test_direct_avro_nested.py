@@ -6,6 +6,7 @@ replay without a duplicate or a loss."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from decimal import Decimal
 from pathlib import Path
@@ -164,23 +165,26 @@ ORDER: dict[str, Any] = {
             "fields": [{"name": "sku", "type": "string"}, {"name": "price", "type": DECIMAL},
                        {"name": "tax", "type": {**FIXED, "name": "Tax"}}]}}},
         {"name": "total", "type": ["null", FIXED]},
+        {"name": "placed", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
     ],
 }  # fmt: skip
 
 
 @pytest.mark.trino
-def test_decimals_in_arrays_and_maps_are_written_in_one_pass_as_sparks_path_writes_them(
+def test_decimals_and_local_timestamps_are_written_in_one_pass_as_sparks_path_writes_them(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     """Line items priced in decimals, on bytes and on fixed (each element's precision checked by
-    the tasks): a new table created and filled in one pass, equal to Spark's path's, read by Trino."""
+    the tasks), placed at a local time: a new table created and filled in one pass, equal to Spark's
+    path's, read by Trino."""
     topic = scenario.topic("priced")
     create_topics(topic, partitions=2)
     orders = [
         {"id": i, "fees": {"ship": Decimal(i) / 4} if i % 2 else {},
          "lines": [{"sku": f"s{j}", "price": Decimal(i * 100 + j) / 100, "tax": Decimal(i * j) / 10_000}
                    for j in range(i % 3)],
-         "total": None if i % 5 == 0 else Decimal(i * 10**13 - 7) / 10_000 * (-1) ** i}
+         "total": None if i % 5 == 0 else Decimal(i * 10**13 - 7) / 10_000 * (-1) ** i,
+         "placed": dt.datetime(2024, 3, 31, 1, 30) + dt.timedelta(minutes=17 * i, milliseconds=i)}
         for i in range(40)
     ]  # fmt: skip
     produce(topic, avro_values(topic, ORDER, orders))
@@ -209,9 +213,10 @@ def test_decimals_in_arrays_and_maps_are_written_in_one_pass_as_sparks_path_writ
         None, Decimal("-999999999.9993"), Decimal("-38999999999.9993")
     ]  # fmt: skip
     read = trino_rows(
-        "SELECT id, total, element_at(lines, 2).tax "
+        "SELECT id, total, element_at(lines, 2).tax, placed "
         f'FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_priced"'
     )
     assert sorted(read) == [
-        (o["id"], o["total"], o["lines"][1]["tax"] if len(o["lines"]) > 1 else None) for o in orders
-    ], "Trino reads the decimals as written"
+        (o["id"], o["total"], o["lines"][1]["tax"] if len(o["lines"]) > 1 else None, o["placed"]) for o in orders
+    ], "Trino reads the decimals and the local times as written"
+    assert str(spark.table(tables[0]).schema["placed"].dataType) == "TimestampNTZType()"

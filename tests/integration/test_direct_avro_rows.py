@@ -18,7 +18,7 @@ from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
-from pyspark.sql.types import BinaryType
+from pyspark.sql.types import BinaryType, TimestampNTZType
 
 from icesink.batch.avro_types import writer_struct
 from icesink.batch.direct_avro import direct_avro, row_struct
@@ -406,3 +406,45 @@ def test_a_decimal_of_more_digits_than_its_fixed_holds_is_left_to_from_avro_whic
     assert rows == [Row(d=bytearray(b"\x01\x02"))]
     assert row_struct(json.dumps(schema)) is None
     assert row_struct(json.dumps({**schema, "fields": [{"name": "d", "type": _fixed_decimal("D", 2, 4, 0)}]}))
+
+
+LOCAL: dict[str, Any] = {
+    "type": "record",
+    "name": "Local",
+    "fields": [
+        {"name": "ms", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "us", "type": ["null", {"type": "long", "logicalType": "local-timestamp-micros"}]},
+        {"name": "at", "type": {"type": "record", "name": "At", "fields": [
+            {"name": "us", "type": {"type": "long", "logicalType": "local-timestamp-micros"}}]}},
+        {"name": "seen", "type": {"type": "array", "items": {"type": "long", "logicalType": "local-timestamp-millis"}}},
+    ],
+}  # fmt: skip
+
+
+def test_local_timestamps_decode_to_from_avros_timestamps_without_zone(spark: SparkSession) -> None:
+    struct = row_struct(json.dumps(LOCAL))
+    assert struct is not None
+    day = dt.datetime(2024, 1, 2, 3, 4, 5)
+    records = [
+        {"ms": day.replace(microsecond=123_000), "us": None, "at": {"us": day.replace(microsecond=7)}, "seen": []},
+        {"ms": dt.datetime(1, 1, 1), "us": dt.datetime(9999, 12, 31, 23, 59, 59, 999_999),
+         "at": {"us": dt.datetime(1969, 12, 31, 23, 59, 59, 999_999)}, "seen": [dt.datetime(1900, 1, 1), day]},
+    ]  # fmt: skip
+    values = [baskets.framed(r, LOCAL) for r in records]
+    # The most milliseconds a long holds: beyond the microseconds a long holds, refused by both.
+    raw = json.loads(json.dumps(LOCAL).replace('"logicalType": "local-timestamp-millis"', '"logicalType": "x"'))
+    beyond = baskets.framed({**records[0], "ms": 2**63 - 1, "at": {"us": 0}}, raw)
+    spark_type, theirs = sparks(spark, [*values, beyond], LOCAL)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
+    assert spark_type["ms"].dataType == TimestampNTZType()
+    direct = direct_avro({baskets.FRAME: json.dumps(LOCAL)}, struct)
+    assert direct is not None
+    arrow = pa.schema([
+        ("ms", pa.timestamp("us")), ("us", pa.timestamp("us")), ("at", pa.struct([("us", pa.timestamp("us"))])),
+        ("seen", pa.list_(pa.timestamp("us"))),
+    ])  # fmt: skip
+    mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert mine is not None, "takes every one of them"
+    assert mine.to_pylist() == [_sparks_spelling(r) for r in theirs[:2]]
+    assert AvroRows(direct, arrow).decode(pa.array([beyond], pa.binary())) is None
+    assert theirs[2] is None or all(v is None for v in theirs[2]), theirs[2]

@@ -158,7 +158,7 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
         "null",
         "SomeNamedType",
         {"type": "int", "logicalType": "time-millis"},
-        {"type": "long", "logicalType": "local-timestamp-millis"},
+        {"type": "int", "logicalType": "local-timestamp-millis"},
         {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 2},
         {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5},
         {"type": "bytes", "logicalType": "decimal", "scale": 2},
@@ -192,6 +192,12 @@ def test_a_decimal_on_a_fixed_is_a_decimal_where_its_size_holds_its_digits() -> 
     assert avro_type(fixed(2, 4)) == (T.DecimalType(4, 0), False)
     assert avro_type(["null", fixed(1, 2)]) == (T.DecimalType(2, 0), True)
     assert avro_type({"type": "fixed", "name": "B", "size": 3}) == (T.BinaryType(), False)
+
+
+def test_a_local_timestamp_is_a_timestamp_without_zone() -> None:
+    for logical in ("local-timestamp-millis", "local-timestamp-micros"):
+        assert avro_type({"type": "long", "logicalType": logical}) == (T.TimestampNTZType(), False)
+        assert avro_type(["null", {"type": "long", "logicalType": logical}]) == (T.TimestampNTZType(), True)
 
 
 def test_a_writer_schema_must_fit_the_table_as_it_is() -> None:

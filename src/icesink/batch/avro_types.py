@@ -1,13 +1,13 @@
 """What Spark's from_avro makes of an Avro type, for the one-pass decoder (batch/direct_avro.py):
 the Spark type of each Avro type the tasks decode exactly as Spark's path does, None for the others.
 
-Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, uuid, decimals (on bytes, or
-on a fixed of at most 16 bytes) and enums (as strings), alone or in a union with null, and records,
-arrays and string-keyed maps of those at any depth; Kafka Connect's and Debezium's annotations as
-Spark's path reads them (a Debezium semantic type as Debezium writes it; the others by their Avro
-type). Inside an array or a map: no union or semantic type (the tasks check those per field path;
-decimals they check in every element). The types are pinned against from_avro in
-tests/integration/test_direct_avro_rows.py.
+Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, local-timestamp-millis/micros,
+uuid, decimals (on bytes, or on a fixed of at most 16 bytes) and enums (as strings), alone or in a
+union with null, and records, arrays and string-keyed maps of those at any depth; Kafka Connect's
+and Debezium's annotations as Spark's path reads them (a Debezium semantic type as Debezium writes
+it; the others by their Avro type). Inside an array or a map: no union or semantic type (the tasks
+check those per field path; decimals they check in every element). The types are pinned against
+from_avro in tests/integration/test_direct_avro_rows.py.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
     TimestampType,
 )
 
@@ -54,6 +55,8 @@ _LOGICAL: dict[tuple[str, str], DataType] = {
     ("int", "date"): DateType(),
     ("long", "timestamp-millis"): TimestampType(),
     ("long", "timestamp-micros"): TimestampType(),
+    ("long", "local-timestamp-millis"): TimestampNTZType(),
+    ("long", "local-timestamp-micros"): TimestampNTZType(),
     ("string", "uuid"): StringType(),
 }
 # The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS): the one
@@ -65,7 +68,7 @@ SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items(
 def avro_type(avro: Any, repeated: bool = False) -> tuple[DataType, bool] | None:
     """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
     one-pass decoder does not take it: anything but the primitives, fixed, enums, date,
-    timestamp-millis/micros, uuid and decimals (`_fixed` says which on a fixed), records of those,
+    (local-)timestamp-millis/micros, uuid and decimals (`_fixed` says which on a fixed), records of those,
     each alone or in a union with null, and arrays and string-keyed maps of them. `avro` has its named types written out
     (`inlined`).
 
