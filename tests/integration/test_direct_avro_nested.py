@@ -166,17 +166,18 @@ ORDER: dict[str, Any] = {
                        {"name": "tax", "type": {**FIXED, "name": "Tax"}}]}}},
         {"name": "total", "type": ["null", FIXED]},
         {"name": "placed", "type": {"type": "long", "logicalType": "local-timestamp-millis"}},
+        {"name": "closes", "type": {"type": "int", "logicalType": "time-millis"}},
     ],
 }  # fmt: skip
 
 
 @pytest.mark.trino
-def test_decimals_and_local_timestamps_are_written_in_one_pass_as_sparks_path_writes_them(
+def test_decimals_and_times_are_written_in_one_pass_as_sparks_path_writes_them(
     spark: SparkSession, scenario: Scenario, tmp_path: Path
 ) -> None:
     """Line items priced in decimals, on bytes and on fixed (each element's precision checked by
-    the tasks), placed at a local time: a new table created and filled in one pass, equal to Spark's
-    path's, read by Trino."""
+    the tasks), placed at a local time, closing at a time of day: a new table created and filled in
+    one pass, equal to Spark's path's, read by Trino."""
     topic = scenario.topic("priced")
     create_topics(topic, partitions=2)
     orders = [
@@ -184,7 +185,8 @@ def test_decimals_and_local_timestamps_are_written_in_one_pass_as_sparks_path_wr
          "lines": [{"sku": f"s{j}", "price": Decimal(i * 100 + j) / 100, "tax": Decimal(i * j) / 10_000}
                    for j in range(i % 3)],
          "total": None if i % 5 == 0 else Decimal(i * 10**13 - 7) / 10_000 * (-1) ** i,
-         "placed": dt.datetime(2024, 3, 31, 1, 30) + dt.timedelta(minutes=17 * i, milliseconds=i)}
+         "placed": dt.datetime(2024, 3, 31, 1, 30) + dt.timedelta(minutes=17 * i, milliseconds=i),
+         "closes": 3_600_000 * (i % 24) + i}
         for i in range(40)
     ]  # fmt: skip
     produce(topic, avro_values(topic, ORDER, orders))
@@ -213,10 +215,11 @@ def test_decimals_and_local_timestamps_are_written_in_one_pass_as_sparks_path_wr
         None, Decimal("-999999999.9993"), Decimal("-38999999999.9993")
     ]  # fmt: skip
     read = trino_rows(
-        "SELECT id, total, element_at(lines, 2).tax, placed "
+        "SELECT id, total, element_at(lines, 2).tax, placed, closes "
         f'FROM iceberg."{scenario.namespace}_direct"."{scenario.prefix}_priced"'
     )
     assert sorted(read) == [
-        (o["id"], o["total"], o["lines"][1]["tax"] if len(o["lines"]) > 1 else None, o["placed"]) for o in orders
-    ], "Trino reads the decimals and the local times as written"
+        (o["id"], o["total"], o["lines"][1]["tax"] if len(o["lines"]) > 1 else None, o["placed"], o["closes"])
+        for o in orders
+    ], "Trino reads the decimals, the local times and the times of day (their milliseconds) as written"
     assert str(spark.table(tables[0]).schema["placed"].dataType) == "TimestampNTZType()"

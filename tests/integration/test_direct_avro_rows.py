@@ -448,3 +448,43 @@ def test_local_timestamps_decode_to_from_avros_timestamps_without_zone(spark: Sp
     assert mine.to_pylist() == [_sparks_spelling(r) for r in theirs[:2]]
     assert AvroRows(direct, arrow).decode(pa.array([beyond], pa.binary())) is None
     assert theirs[2] is None or all(v is None for v in theirs[2]), theirs[2]
+
+
+TIMES: dict[str, Any] = {
+    "type": "record",
+    "name": "Times",
+    "fields": [
+        {"name": "ms", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "us", "type": ["null", {"type": "long", "logicalType": "time-micros"}]},
+        {"name": "at", "type": {"type": "record", "name": "At", "fields": [
+            {"name": "ms", "type": {"type": "int", "logicalType": "time-millis"}}]}},
+        {"name": "laps", "type": {"type": "array", "items": {"type": "long", "logicalType": "time-micros"}}},
+        {"name": "by", "type": {"type": "map", "values": {"type": "int", "logicalType": "time-millis"}}},
+    ],
+}  # fmt: skip
+
+
+def test_times_of_day_decode_to_from_avros_ints_and_longs(spark: SparkSession) -> None:
+    """Spark has no time of day: from_avro gives a time-millis' int and a time-micros' long, any
+    value (a day's length is not checked), where polars would read a time of day."""
+    struct = row_struct(json.dumps(TIMES))
+    assert struct is not None
+    plain = json.loads(json.dumps(TIMES).replace('"logicalType": "time-millis"', '"logicalType": "x"'))
+    plain = json.loads(json.dumps(plain).replace('"logicalType": "time-micros"', '"logicalType": "x"'))
+    records = [
+        {"ms": 0, "us": None, "at": {"ms": 86_399_999}, "laps": [], "by": {}},
+        {"ms": -(2**31), "us": 2**63 - 1, "at": {"ms": 2**31 - 1}, "laps": [-(2**63), 0, 86_400_000_000],
+         "by": {"x": -1}},
+    ]  # fmt: skip
+    values = [baskets.framed(r, plain) for r in records]
+    spark_type, theirs = sparks(spark, values, TIMES)
+    assert [(f.name, f.dataType) for f in struct.fields] == [(f.name, f.dataType) for f in spark_type.fields]
+    direct = direct_avro({baskets.FRAME: json.dumps(TIMES)}, struct)
+    assert direct is not None
+    arrow = pa.schema([
+        ("ms", pa.int32()), ("us", pa.int64()), ("at", pa.struct([("ms", pa.int32())])), ("laps", pa.list_(pa.int64())),
+        ("by", pa.map_(pa.string(), pa.int32())),
+    ])  # fmt: skip
+    mine = AvroRows(direct, arrow).decode(pa.array(values, pa.binary()))
+    assert mine is not None, "takes every one of them"
+    assert [_utc_naive(r) for r in mine.to_pylist()] == [_sparks_spelling(r) for r in theirs]

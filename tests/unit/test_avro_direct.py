@@ -157,7 +157,7 @@ def test_types_map_as_sparks_from_avro_maps_them() -> None:
         ["long", "string"],
         "null",
         "SomeNamedType",
-        {"type": "int", "logicalType": "time-millis"},
+        {"type": "long", "logicalType": "time-millis"},
         {"type": "int", "logicalType": "local-timestamp-millis"},
         {"type": "bytes", "logicalType": "decimal", "precision": 39, "scale": 2},
         {"type": "bytes", "logicalType": "decimal", "precision": 4, "scale": 5},

@@ -2,12 +2,12 @@
 the Spark type of each Avro type the tasks decode exactly as Spark's path does, None for the others.
 
 Taken: the primitives, fixed (as bytes), date, timestamp-millis/micros, local-timestamp-millis/micros,
-uuid, decimals (on bytes, or on a fixed of at most 16 bytes) and enums (as strings), alone or in a
-union with null, and records, arrays and string-keyed maps of those at any depth; Kafka Connect's
-and Debezium's annotations as Spark's path reads them (a Debezium semantic type as Debezium writes
-it; the others by their Avro type). Inside an array or a map: no union or semantic type (the tasks
-check those per field path; decimals they check in every element). The types are pinned against
-from_avro in tests/integration/test_direct_avro_rows.py.
+time-millis/micros (as their int and long), uuid, decimals (on bytes, or on a fixed of at most 16
+bytes) and enums (as strings), alone or in a union with null, and records, arrays and string-keyed
+maps of those at any depth; Kafka Connect's and Debezium's annotations as Spark's path reads them (a
+Debezium semantic type as Debezium writes it; the others by their Avro type). Inside an array or a
+map: no union or semantic type (the tasks check those per field path; decimals they check in every
+element). The types are pinned against from_avro in tests/integration/test_direct_avro_rows.py.
 """
 
 from __future__ import annotations
@@ -58,7 +58,11 @@ _LOGICAL: dict[tuple[str, str], DataType] = {
     ("long", "local-timestamp-millis"): TimestampNTZType(),
     ("long", "local-timestamp-micros"): TimestampNTZType(),
     ("string", "uuid"): StringType(),
+    ("int", "time-millis"): IntegerType(),  # Spark has no time of day: from_avro gives the int
+    ("long", "time-micros"): LongType(),
 }
+# What polars reads as a time of day; the tasks read them as the int and long from_avro gives.
+_TIMES = {("int", "time-millis"), ("long", "time-micros")}
 # The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS): the one
 # Connect JSON's values of it parse as (schema/connect.py DEBEZIUM_PARSE), named as Avro names it.
 _AVRO_NAMES = {IntegerType: "int", LongType: "long", StringType: "string", StructType: "record"}
@@ -68,9 +72,9 @@ SEMANTIC_BASE = {name: _AVRO_NAMES[type(t)] for name, t in DEBEZIUM_PARSE.items(
 def avro_type(avro: Any, repeated: bool = False) -> tuple[DataType, bool] | None:
     """(the type Spark's from_avro gives an Avro type, whether it is nullable), or None when the
     one-pass decoder does not take it: anything but the primitives, fixed, enums, date,
-    (local-)timestamp-millis/micros, uuid and decimals (`_fixed` says which on a fixed), records of those,
-    each alone or in a union with null, and arrays and string-keyed maps of them. `avro` has its named types written out
-    (`inlined`).
+    (local-)timestamp-millis/micros, time-millis/micros, uuid and decimals (`_fixed` says which on a
+    fixed), records of those, each alone or in a union with null, and arrays and string-keyed maps
+    of them. `avro` has its named types written out (`inlined`).
 
     `repeated`: inside an array or a map: no union there (its branch indexes are checked a record
     at a time), no Debezium semantic type (converted by field path)."""
@@ -224,6 +228,26 @@ def inlined(schema: Any) -> Any:
         return t
 
     return walk(schema, None)
+
+
+def without_times(schema: Any) -> Any:
+    """An (inlined) schema with each time-millis an int and each time-micros a long, at any depth:
+    what the tasks give polars to read, which would read them as times of day."""
+    if isinstance(schema, list):
+        return [without_times(b) for b in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kind = schema.get("type")
+    if isinstance(kind, str) and (kind, schema.get("logicalType")) in _TIMES:
+        return kind
+    if kind == "record" and isinstance(schema.get("fields"), list):
+        return {**schema, "fields": [{**f, "type": without_times(f.get("type"))} for f in schema["fields"]]}
+    if kind in ("array", "map"):
+        inner = "items" if kind == "array" else "values"
+        return {**schema, inner: without_times(schema.get(inner))}
+    if isinstance(kind, dict | list):
+        return {**schema, "type": without_times(kind)}
+    return schema
 
 
 @lru_cache(maxsize=1024)
