@@ -59,7 +59,9 @@ class DirectWriter:
     driver (batch/direct_avro.py)."""
 
     frame: bytes  # 0x00 + the 4-byte schema id: the first 5 bytes of its records
-    schema: dict[str, Any]  # the writer schema, its named types written out (polars resolves no reference)
+    # The writer schema, its named types written out (polars resolves no reference), its times of
+    # day plain ints and longs (avro_types.without_times).
+    schema: dict[str, Any]
     fields: tuple[str, ...]  # its top-level fields
     decimals: tuple[tuple[Path, int, int], ...] = ()  # (field path, precision, scale): values must fit
     unions: tuple[tuple[Path, int], ...] = ()  # (field path, the position of "null" in its union)
