@@ -33,7 +33,7 @@ from pyiceberg.types import (
 from pyspark.sql import types as T
 
 from icesink.batch.avro_types import avro_type, fixed_digits, writer_struct
-from icesink.batch.direct_avro import direct_avro
+from icesink.batch.direct_avro import MAX_UNIONS, direct_avro
 from icesink.kafka import wire
 from icesink.tasks.avro_records import new_frames
 from icesink.tasks.decode_avro import AvroRows, DirectAvro
@@ -384,8 +384,35 @@ def test_records_of_many_null_combinations_go_to_spark() -> None:
 
 
 def test_a_schema_of_more_unions_than_the_check_counts_is_left_to_spark() -> None:
-    fields = [{"name": f"o{k}", "type": ["null", "long"]} for k in range(63)]
-    table = T.StructType([T.StructField(f"o{k}", T.LongType()) for k in range(63)])
+    fields = [{"name": f"o{k}", "type": ["null", "long"]} for k in range(MAX_UNIONS + 1)]
+    table = T.StructType([T.StructField(f"o{k}", T.LongType()) for k in range(MAX_UNIONS + 1)])
     schema = {"type": "record", "name": "Wide", "fields": fields}
     assert direct_avro({wire.id_key(1): json.dumps(schema)}, table) is None
-    assert direct_avro({wire.id_key(1): json.dumps({**schema, "fields": fields[:62]})}, table) is not None
+    assert direct_avro({wire.id_key(1): json.dumps({**schema, "fields": fields[:MAX_UNIONS]})}, table) is not None
+
+
+WIDE = 130  # optional fields: three words of a record's null pattern (62 unions each)
+
+
+def test_records_of_more_unions_than_a_word_holds_are_checked_in_every_word() -> None:
+    """A wide row of optional columns (a Debezium envelope of 60 nullable columns has 120 unions
+    and more): every union's index is checked, the last word's too."""
+    schema = {"type": "record", "name": "Wide", "fields": [{"name": f"o{k}", "type": ["null", "long"]}
+                                                           for k in range(WIDE)]}  # fmt: skip
+    table = T.StructType([T.StructField(f"o{k}", T.LongType()) for k in range(WIDE)])
+    found = direct_avro({wire.id_key(9): json.dumps(schema)}, table)
+    assert found is not None
+    rows = AvroRows(found, pa.schema([(f"o{k}", pa.int64()) for k in range(WIDE)]))
+    records = [{f"o{k}": (None if (k + i) % (i + 2) == 0 else k * i) for k in range(WIDE)} for i in range(5)]
+    values = [framed(9, schema, r) for r in records]
+    decoded = rows.decode(pa.array([*values, *values[::-1]], pa.binary()))
+    assert decoded is not None
+    assert decoded.to_pylist() == [*records, *records[::-1]]
+    # Every field null but o125 (5): its union index (1: 0x02) made 2 (0x04), in the third word.
+    alone = wire.id_key(9) + b"\x00" * 125 + b"\x02\x0a" + b"\x00" * 4
+    assert rows.decode(pa.array([*values, alone], pa.binary())) is not None
+    assert rows.decode(pa.array([*values, alone.replace(b"\x02\x0a", b"\x04\x0a")], pa.binary())) is None
+    # And in the first word: o0 (5) with index 2.
+    first = wire.id_key(9) + b"\x02\x0a" + b"\x00" * 129
+    assert rows.decode(pa.array([first], pa.binary())) is not None
+    assert rows.decode(pa.array([first.replace(b"\x02\x0a", b"\x04\x0a")], pa.binary())) is None

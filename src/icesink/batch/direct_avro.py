@@ -41,8 +41,9 @@ from icesink.tasks.decode_avro import DirectAvro, DirectWriter
 from icesink.tasks.envelope_rows import Envelope
 from icesink.tasks.semantic_values import Path
 
-# The union check groups a batch's records by a 64-bit mask of which unions are null.
-MAX_UNIONS = 62
+# The union check reads which unions are null a union at a time (tasks/avro_unions.null_groups):
+# beyond this many, Spark's decoder.
+MAX_UNIONS = 1_000
 PLAIN = Shaping()
 EMPTY = StructType([])
 

@@ -3,13 +3,14 @@ index but the null one's as the value, where Avro's Java reader (Spark's decoder
 index beyond the union; so a block's records are read again with each union as its branch index,
 grouped by which of their unions are null, and every index checked.
 
-Pure: Arrow only (the reading itself is decode_avro's).
+Pure: Arrow and numpy (the reading itself is decode_avro's).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -18,6 +19,7 @@ from icesink.tasks.semantic_values import Path
 # The records are read once per combination of null union fields: beyond this many combinations
 # in one Arrow batch (sparse optional fields), Spark's decoder is cheaper.
 MAX_NULL_PATTERNS = 32
+_WORD = 62  # unions a word of a record's null pattern holds
 Unions = tuple[tuple[Path, int], ...]  # (field path, the position of "null" in its union)
 
 # Steps of a field path into an array's items and a map's values (no Avro name can be either).
@@ -65,17 +67,36 @@ def is_index(name: str) -> bool:
     return name.startswith(_UNION)
 
 
-def null_patterns(unions: Unions, decoded: pa.Table) -> tuple[pa.Array, list[int] | None]:
-    """Each record's pattern of null unions (bit j: union j is null) and the distinct patterns;
-    None for the latter beyond `MAX_NULL_PATTERNS` of them."""
-    pattern = None
-    for j, (path, _) in enumerate(unions):
-        bit = pc.multiply(pc.cast(pc.is_null(column_at(decoded, path)), pa.int64()), 1 << j)
-        pattern = bit if pattern is None else pc.add(pattern, bit)
-    assert pattern is not None
-    pattern = pattern.combine_chunks() if isinstance(pattern, pa.ChunkedArray) else pattern
-    patterns = pc.unique(pattern).to_pylist()
-    return pattern, (patterns if len(patterns) <= MAX_NULL_PATTERNS else None)
+def null_groups(unions: Unions, decoded: pa.Table) -> list[tuple[frozenset[Path], pa.Array | None]] | None:
+    """The records grouped by which of their unions are null: each group's null unions and its
+    records' positions (None when every record is in the one group); None beyond
+    `MAX_NULL_PATTERNS` groups. A record's pattern is a bit per union (set: null), in 62-bit words
+    (int64 arithmetic, no sign bit), as many as the unions need; the records are sorted by it once
+    and each group is a run of them."""
+    if not decoded.num_rows:
+        return []
+    words = []
+    for start in range(0, len(unions), _WORD):
+        word = None
+        for j, (path, _) in enumerate(unions[start : start + _WORD]):
+            bit = pc.multiply(pc.cast(pc.is_null(column_at(decoded, path)), pa.int64()), 1 << j)
+            word = bit if word is None else pc.add(word, bit)
+        words.append(word)
+    patterns = pa.table(words, names=[f"w{k}" for k in range(len(words))])
+    order = pc.sort_indices(patterns, sort_keys=[(name, "ascending") for name in patterns.column_names])
+    ordered = [np.asarray(column) for column in patterns.take(order).columns]
+    changed = np.zeros(max(len(order) - 1, 0), dtype=bool)
+    for keys in ordered:
+        changed |= keys[1:] != keys[:-1]
+    starts = [0, *(np.flatnonzero(changed) + 1).tolist()]
+    if len(starts) > MAX_NULL_PATTERNS:
+        return None
+    ends = [*starts[1:], len(order)]
+    groups = []
+    for a, b in zip(starts, ends, strict=True):
+        nulls = frozenset(path for j, (path, _) in enumerate(unions) if int(ordered[j // _WORD][a]) >> (j % _WORD) & 1)
+        groups.append((nulls, None if len(starts) == 1 else order.slice(a, b - a)))
+    return groups
 
 
 def indexes_as_read(checked: pa.Table, unions: Unions, nulls: frozenset[Path]) -> bool:

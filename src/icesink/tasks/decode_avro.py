@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 from icesink.kafka import wire
 from icesink.tasks.avro_enums import EnumIndexError, has_enum, ints_for_enums, symbols_for_ints
 from icesink.tasks.avro_maps import as_column, entries_for_maps
-from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_patterns
+from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_groups
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows, problems
 from icesink.tasks.semantic_values import Path, converted
@@ -228,18 +228,17 @@ class AvroRows:
     def _union_indexes_valid(self, w: DirectWriter, values: pa.Array, decoded: pa.Table) -> bool:
         """Whether each record's union indexes are the ones of its branches: the records read
         again, grouped by which unions are null, with the indexes as columns (tasks/avro_unions.py)."""
-        pattern, patterns = null_patterns(w.unions, decoded)
-        if patterns is None:
+        groups = null_groups(w.unions, decoded)
+        if groups is None:
             return False
-        for p in patterns:
-            nulls = frozenset(path for j, (path, _) in enumerate(w.unions) if p >> j & 1)
+        for nulls, at in groups:
             reading = self._index_readings.get((w.frame, nulls))
             if reading is None:
                 fields = index_fields(self._fields[w.frame], w.unions, nulls)
                 kept = [f["name"] for f in fields if is_index(f["name"])]
                 reading = self._index_readings[(w.frame, nulls)] = (_container_header(_framed(fields)), kept)
             header, kept = reading
-            mine = values if len(patterns) == 1 else values.filter(pc.equal(pattern, p))
+            mine = values if at is None else values.take(at)
             checked = self._read(header, mine, [*kept, _END])
             if checked is None or not indexes_as_read(checked, w.unions, nulls):
                 return False
