@@ -149,3 +149,26 @@ def test_a_case_insensitive_debezium_table_takes_events_spelled_otherwise_in_one
         assert table_offsets(spark, table) == end_offsets(topic)
     assert rows(spark, tables["direct"]) == rows(spark, tables["spark"]), "every column, as Spark's path"
     assert spark.table(tables["direct"]).schema == spark.table(tables["spark"]).schema
+
+
+@pytest.mark.trino
+def test_a_wide_debezium_table_of_more_unions_than_a_word_holds_in_one_pass(
+    spark: SparkSession, scenario: Scenario
+) -> None:
+    """40 more nullable columns: the envelope has over 100 unions (each nullable column twice,
+    before and after), which the union check once capped at 62 (Spark's decoder beyond)."""
+    topic = scenario.topic("wide")
+    create_topics(topic, partitions=2)
+    changes = list(random_changes(400, 100, 2, seed=53))
+    produce_keyed(topic, debezium_changes(topic, changes, columns=40))
+    timings = timed_run(spark, scenario.config(**debezium_config(scenario, **{"kafka.max_offsets_per_trigger": 300})))
+    assert [("direct" in t.steps, "decode" in t.steps) for t in timings] == [(True, False)] * 2
+    table = scenario.table("wide")
+    state, count = table_state(spark, table)
+    assert count == len(state)
+    assert state == oracle(changes)
+    assert table_offsets(spark, table) == end_offsets(topic)
+    want = {key: tuple(None if v % 3 == 0 else v * k for k in (0, 1, 39)) for key, v in state.items()}
+    assert {r[0]: tuple(r[1:]) for r in spark.sql(f"SELECT id, c0, c1, c39 FROM {table}").collect()} == want
+    read = trino_rows(f'SELECT id, c0, c1, c39 FROM iceberg."{scenario.namespace}"."{scenario.prefix}_wide"')
+    assert {r[0]: tuple(r[1:]) for r in read} == want, "Trino reads it as the oracle"

@@ -108,6 +108,18 @@ def avro_event(op: str, key: int, seq: int, lsn: int) -> dict[str, Any]:
     return dbz.event(op, avro_row(key, seq), lsn)
 
 
+def widened(columns: int) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]:
+    """AVRO_ENVELOPE with `columns` more nullable bigint columns (`c0`...), and a row image of
+    AVRO_ROW widened alike: `c{k}` is v * k, null where `updated` is (no new null combination)."""
+    extra = [{"name": f"c{k}", "type": ["null", "long"], "default": None} for k in range(columns)]
+    row = {**AVRO_ROW, "fields": [*AVRO_ROW["fields"], *extra]}
+
+    def image(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, **{f"c{k}": None if row["v"] % 3 == 0 else row["v"] * k for k in range(columns)}}
+
+    return dbz.envelope(row), image
+
+
 def spelled(names: dict[str, str]) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]:
     """AVRO_ENVELOPE with its row's fields renamed (`names`: old -> new, as a database that
     upper-cases names spells them), and a row image of AVRO_ROW renamed alike."""
@@ -116,13 +128,13 @@ def spelled(names: dict[str, str]) -> tuple[dict[str, Any], Callable[[dict[str, 
 
 
 def debezium_changes(
-    topic: str, changes: list[Change], names: dict[str, str] | None = None
+    topic: str, changes: list[Change], names: dict[str, str] | None = None, columns: int = 0
 ) -> list[tuple[bytes | None, bytes | None, int]]:  # fmt: skip
     """(key, value, partition) of each change as Debezium writes it in Avro with its defaults: the
     key an Avro record of the id, a delete carrying its row as before; a T (a delete Debezium
     follows with a tombstone, `tombstones.on.delete`) both the delete and the tombstone. With
-    `names`, the row's fields renamed (`spelled`)."""
-    schema, rename = spelled(names) if names else (AVRO_ENVELOPE, lambda image: image)
+    `names`, the row's fields renamed (`spelled`); with `columns`, that many more (`widened`)."""
+    schema, rename = spelled(names) if names else widened(columns) if columns else (AVRO_ENVELOPE, lambda image: image)
     events = [
         dbz.event("D" if c.op == "T" else c.op, rename(avro_row(c.key, c.seq)), c.seq + 1) for c in changes
     ]  # fmt: skip
