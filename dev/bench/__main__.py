@@ -1,6 +1,6 @@
-"""`python -m dev.bench [e2e|decode|cdc|debezium-batches|evolution-batches|semantic|render] ...`: the
-end-to-end benchmark (the default), the decode, CDC and batch benchmarks, the semantic types'
-conversions, and docs/performance.md rendered from a report.json."""
+"""`python -m dev.bench [e2e|decode|cdc|debezium-batches|evolution-batches|semantic|unions|render] ...`:
+the end-to-end benchmark (the default), the decode, CDC and batch benchmarks, the semantic types'
+conversions, the Avro union check, and docs/performance.md rendered from a report.json."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from pathlib import Path
 from dev.bench import REPO, cdc, decode
 from dev.bench.spec import PARTS, RunSpec, WorkerSpec
 
-COMMANDS = ("e2e", "decode", "cdc", "debezium-batches", "evolution-batches", "semantic", "render", "worker", "produce")
+COMMANDS = (
+    "e2e", "decode", "cdc", "debezium-batches", "evolution-batches", "semantic", "unions", "render", "worker",
+    "produce",
+)  # fmt: skip
 
 
 def e2e_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,7 +76,9 @@ def main(argv: list[str]) -> None:
         argv = ["e2e", *argv]  # `python -m dev.bench --records ...` is the end-to-end benchmark
     parser = argparse.ArgumentParser(prog="python -m dev.bench", description=__doc__)
     sub = parser.add_subparsers(
-        dest="command", required=True, metavar="{e2e,decode,cdc,debezium-batches,evolution-batches,semantic,render}"
+        dest="command",
+        required=True,
+        metavar="{e2e,decode,cdc,debezium-batches,evolution-batches,semantic,unions,render}",
     )
     from dev.bench import e2e as e2e_module
 
@@ -93,11 +98,15 @@ def main(argv: list[str]) -> None:
         "evolution-batches", help="Avro batches that each bring a new writer schema, one pass vs Spark's path",
         description=evolution_batches.__doc__, formatter_class=raw,
     ))  # fmt: skip
-    from dev.bench import semantic
+    from dev.bench import semantic, unions
 
     semantic.add_arguments(sub.add_parser(
         "semantic", help="Debezium's ZonedTimestamp and VariableScaleDecimal, a whole array vs a value at a time",
         description=semantic.__doc__, formatter_class=raw,
+    ))  # fmt: skip
+    unions.add_arguments(sub.add_parser(
+        "unions", help="the Avro union check: indexes placed from the decoded values vs the records read again",
+        description=unions.__doc__, formatter_class=raw,
     ))  # fmt: skip
     render = sub.add_parser("render", help="docs/performance.md from a report.json")
     render.add_argument("report", type=Path, help="a report.json of `e2e` (with `decode` and `cdc` sections if any)")
@@ -107,18 +116,16 @@ def main(argv: list[str]) -> None:
     sub.add_parser("worker").add_argument("spec")  # one measurement, run by `e2e` in its own process
     sub.add_parser("produce").add_argument("spec")  # the freshness run's steady producer
     args = parser.parse_args(argv)
+    alone = {
+        "decode": decode.main, "debezium-batches": debezium_batches.main, "evolution-batches": evolution_batches.main,
+        "semantic": semantic.main, "unions": unions.main,
+    }  # fmt: skip
     if args.command == "e2e":
         e2e(args, parser)
-    elif args.command == "decode":
-        decode.main(args)
+    elif args.command in alone:
+        alone[args.command](args)
     elif args.command == "cdc":
         cdc.main(args, parser)
-    elif args.command == "debezium-batches":
-        debezium_batches.main(args)
-    elif args.command == "evolution-batches":
-        evolution_batches.main(args)
-    elif args.command == "semantic":
-        semantic.main(args)
     elif args.command == "render":
         from dev.bench.render import render_file
 

@@ -1,7 +1,8 @@
-"""The union check of the one-pass Avro decoder (tasks/decode_avro.py): polars reads any branch
-index but the null one's as the value, where Avro's Java reader (Spark's decoder) refuses an
-index beyond the union; so a block's records are read again with each union as its branch index,
-grouped by which of their unions are null, and every index checked.
+"""The union check of the one-pass Avro decoder (tasks/decode_avro.py) where tasks/avro_positions.py
+cannot place the indexes: polars reads any branch index but the null one's as the value, where
+Avro's Java reader (Spark's decoder) refuses an index beyond the union; so a block's records are
+read again with each union as its branch index, grouped by which of their unions are null, and
+every index checked.
 
 Pure: Arrow and numpy (the reading itself is decode_avro's).
 """
@@ -16,8 +17,8 @@ import pyarrow.compute as pc
 
 from icesink.tasks.semantic_values import Path
 
-# The records are read once per combination of null union fields: beyond this many combinations
-# in one Arrow batch (sparse optional fields), Spark's decoder is cheaper.
+# The records are read once per combination of null union fields (~0.7 ms each): beyond this
+# many combinations in one Arrow batch (sparse optional fields), Spark's decoder.
 MAX_NULL_PATTERNS = 32
 _WORD = 62  # unions a word of a record's null pattern holds
 Unions = tuple[tuple[Path, int], ...]  # (field path, the position of "null" in its union)

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from icesink.kafka import wire
 from icesink.tasks.avro_enums import EnumIndexError, has_enum, ints_for_enums, symbols_for_ints
 from icesink.tasks.avro_maps import as_column, entries_for_maps
+from icesink.tasks.avro_positions import indexes_where_read
 from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_groups
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows, problems
@@ -226,8 +227,12 @@ class AvroRows:
         return decoded if pc.all(pc.equal(decoded.column(_END), mark)).as_py() else None
 
     def _union_indexes_valid(self, w: DirectWriter, values: pa.Array, decoded: pa.Table) -> bool:
-        """Whether each record's union indexes are the ones of its branches: the records read
-        again, grouped by which unions are null, with the indexes as columns (tasks/avro_unions.py)."""
+        """Whether each record's union indexes are the ones of its branches: each found where its
+        record's decoded values place it (tasks/avro_positions.py), else the records read again,
+        grouped by which unions are null, with the indexes as columns (tasks/avro_unions.py)."""
+        judged = indexes_where_read(self._fields[w.frame], w.unions, decoded, values)
+        if judged is not None:
+            return judged
         groups = null_groups(w.unions, decoded)
         if groups is None:
             return False

@@ -1,0 +1,165 @@
+"""The union check of the one-pass Avro decoder where the records need not be read again: each
+field's encoded size is computed from the value polars decoded, so each union's index byte is found
+where it is and compared with the branch polars read.
+
+A value's computed size is its shortest encoding (a varint of the fewest bytes, a decimal's
+fewest two's-complement bytes); a writer may encode one longer, never shorter. So when every
+record's computed size is its body's length, every field is at the place computed for it, and
+each union index is one byte: the branch polars read (it reads any index but the null one's as
+the value), or an index Avro's Java reader refuses. Where a record's sizes do not add up (a longer
+encoding), or the schema has arrays or maps (their blocks' counts are the writer's choice), this
+check does not judge and the records are read again (tasks/avro_unions.py), as it did before
+for every block: 0.1 s of 0.5 s for 150,000 Debezium events' decode, and once per combination of
+null fields, where a table of many nullable columns has hundreds.
+
+Pure: Arrow and numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from icesink.kafka import wire
+from icesink.tasks.semantic_values import Path
+
+_FIXED_SIZES = {"null": 0, "boolean": 1, "float": 4, "double": 8}
+# Bounds of a varint's bytes: a zig-zag value below 2**(7 * k) takes k bytes at most.
+_VARINT_BOUNDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
+# Bounds of a two's-complement integer's bytes: a magnitude below 2**(8 * k - 1) takes k at most.
+_BYTE_BOUNDS = [np.uint64(1 << (8 * k - 1)) for k in range(1, 8)]
+
+
+class _NotJudgedError(Exception):
+    """A type whose encoded size this module does not compute."""
+
+
+def indexes_where_read(
+    fields: list[dict[str, Any]], unions: tuple[tuple[Path, int], ...], decoded: pa.Table, values: pa.Array
+) -> bool | None:  # fmt: skip
+    """Whether every union index of `values` (framed records, read by polars with the record
+    schema `fields` into `decoded`, field for field) is the branch polars read; None when not judged
+    here. `unions`: (field path, the position of "null" in its union)."""
+    n = len(values)
+    if decoded.num_rows != n:
+        return None
+    walk = _Walk(dict(unions), n)
+    try:
+        walk.fields(fields, [_whole(decoded.column(f["name"])) for f in fields], np.ones(n, dtype=bool), ())
+    except _NotJudgedError:
+        return None
+    lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+    if not np.array_equal(walk.size + wire.HEADER_SIZE, lengths):
+        return None  # a value encoded longer than its shortest encoding: not placed here
+    width = 8 if pa.types.is_large_binary(values.type) else 4
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if width == 8 else np.int32)
+    starts = offsets[values.offset : values.offset + n].astype(np.int64) + wire.HEADER_SIZE
+    data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
+    return all(np.array_equal(data[(starts + at)[present]], want[present]) for at, want, present in walk.indexes)
+
+
+def _whole(column: Any) -> pa.Array:
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+class _Walk:
+    """The fields of a record in their order: each record's size so far, and where each union index is."""
+
+    def __init__(self, null_at: dict[Path, int], n: int) -> None:
+        self._null_at = null_at
+        self.size = np.zeros(n, dtype=np.int64)  # each record's body bytes so far
+        # (each record's position of a union's index, the byte its branch is, where the union is)
+        self.indexes: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+
+    def fields(self, fields: list[dict[str, Any]], arrays: list[pa.Array], present: np.ndarray, path: Path) -> None:
+        for f, array in zip(fields, arrays, strict=True):
+            self.value(f["type"], array, present, (*path, f["name"]))
+
+    def value(self, t: Any, array: pa.Array, present: np.ndarray, at: Path) -> None:
+        while isinstance(t, dict) and isinstance(t.get("type"), dict | list):
+            t = t["type"]
+        if isinstance(t, list):
+            null_at = self._null_at.get(at)
+            if null_at is None or len(t) != 2:
+                raise _NotJudgedError
+            valid = present & np.asarray(array.is_valid())
+            branch = np.where(valid, 1 - null_at, null_at)
+            self.indexes.append((self.size.copy(), (2 * branch).astype(np.uint8), present))
+            self.size += present
+            self.value(t[1 - null_at], array, valid, at)
+            return
+        kind = t.get("type") if isinstance(t, dict) else t
+        if kind == "record":
+            children = [array.field(f["name"]) for f in t["fields"]]
+            self.fields(t["fields"], children, present, at)
+            return
+        sizes = _sizes(t, kind, array)
+        self.size += sizes if present.all() else np.where(present, sizes, 0)
+
+
+def _sizes(t: Any, kind: Any, array: pa.Array) -> np.ndarray | int:
+    """The shortest encoding's bytes of each value of `array`, decoded from Avro type `t`."""
+    if kind in _FIXED_SIZES:
+        return _FIXED_SIZES[kind]
+    logical = t.get("logicalType") if isinstance(t, dict) else None
+    if kind == "fixed":
+        return int(t["size"])
+    if kind in ("string", "bytes"):
+        length = _decimal_bytes(array) if logical == "decimal" else _filled(pc.binary_length(array)).astype(np.int64)
+        sizes: np.ndarray = _varint_bytes(_zigzag(length)) + length
+        return sizes
+    if kind in ("int", "long"):
+        return _varint_bytes(_zigzag(_integers(array)))
+    raise _NotJudgedError  # an array or a map
+
+
+def _integers(array: pa.Array) -> np.ndarray:
+    """An int's or a long's values as polars read them (a date's days, a timestamp's units)."""
+    kind = array.type
+    if pa.types.is_timestamp(kind) or pa.types.is_time64(kind) or pa.types.is_date64(kind):
+        array = array.view(pa.int64())
+    elif pa.types.is_date32(kind) or pa.types.is_time32(kind):
+        array = array.view(pa.int32())
+    elif not pa.types.is_integer(kind):
+        raise _NotJudgedError
+    return _filled(array).astype(np.int64)
+
+
+def _filled(array: pa.Array) -> np.ndarray:
+    """The values as numpy, a null as 0 (its size is not counted: no value is encoded)."""
+    out: np.ndarray = (array.fill_null(0) if array.null_count else array).to_numpy(zero_copy_only=False)
+    return out
+
+
+def _zigzag(v: np.ndarray) -> np.ndarray:
+    return ((v << 1) ^ (v >> 63)).view(np.uint64)
+
+
+def _varint_bytes(zigzag: np.ndarray) -> np.ndarray:
+    found: np.ndarray = np.searchsorted(_VARINT_BOUNDS, zigzag, side="right")
+    return found + 1
+
+
+def _decimal_bytes(array: pa.Array) -> np.ndarray:
+    """The fewest two's-complement bytes of each decimal's unscaled value (Java's
+    BigInteger.toByteArray, which Avro's decimal conversion writes)."""
+    if not pa.types.is_decimal128(array.type):
+        raise _NotJudgedError
+    words = np.frombuffer(array.buffers()[1], dtype=np.int64)[2 * array.offset : 2 * (array.offset + len(array))]
+    low, high = words[0::2], words[1::2]
+    negative = high < 0
+    # The magnitude's bits: the value's, or its complement's (-v - 1) where it is negative.
+    low = np.where(negative, ~low, low).view(np.uint64)
+    high = np.where(negative, ~high, high).view(np.uint64)
+    out = np.ones(len(array), dtype=np.int64)
+    wide = high > 0
+    # Below 2**63 in the low word: 1-8 bytes; above it, 9-16, by the high word's bits.
+    for bound in _BYTE_BOUNDS:
+        out += np.where(wide, high >= bound, low >= bound)
+    out += np.where(wide, 8, low >= np.uint64(1 << 63))
+    return out
