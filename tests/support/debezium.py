@@ -110,14 +110,20 @@ def avro_event(op: str, key: int, seq: int, lsn: int) -> dict[str, Any]:
 
 def widened(columns: int) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]:
     """AVRO_ENVELOPE with `columns` more nullable bigint columns (`c0`...), and a row image of
-    AVRO_ROW widened alike: `c{k}` is v * k, null where `updated` is (no new null combination)."""
+    AVRO_ROW widened alike: `c{k}` is v * k, null where bit k % 12 of v is set (`wide_value`): as
+    many combinations of null columns as changes, nearly."""
     extra = [{"name": f"c{k}", "type": ["null", "long"], "default": None} for k in range(columns)]
     row = {**AVRO_ROW, "fields": [*AVRO_ROW["fields"], *extra]}
 
     def image(row: dict[str, Any]) -> dict[str, Any]:
-        return {**row, **{f"c{k}": None if row["v"] % 3 == 0 else row["v"] * k for k in range(columns)}}
+        return {**row, **{f"c{k}": wide_value(row["v"], k) for k in range(columns)}}
 
     return dbz.envelope(row), image
+
+
+def wide_value(v: int, k: int) -> int | None:
+    """Column `c{k}` of the row of `v` (`widened`)."""
+    return None if v >> (k % 12) & 1 else v * k
 
 
 def spelled(names: dict[str, str]) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]]]:
