@@ -128,11 +128,14 @@ def test_records_it_declines_for_their_bytes_from_avro_refuses(spark: SparkSessi
             },
         ],
     }
+    as_bytes = {**SCHEMA, "fields": [f if f["name"] != "amount" else {"name": "amount", "type": "bytes"}
+                                     for f in SCHEMA["fields"]]}  # fmt: skip
     bad = [
         good[:-2],  # truncated
         good[: index - 1] + b"\x04" + good[index:],  # u: union index 2 of a 2-branch union
         good[: index - 2] + b"\x06" + good[index - 1 :],  # us: union index 3
         framed({**BASE, "small": Decimal(1000)}, wide),  # small: beyond decimal(3, 0)
+        framed({**BASE, "amount": b""}, as_bytes),  # amount: a decimal of no byte (polars reads 0)
     ]
     struct = writer_struct(json.dumps(SCHEMA))
     assert struct is not None
@@ -465,7 +468,7 @@ TIMES: dict[str, Any] = {
 
 
 def test_times_of_day_decode_to_from_avros_ints_and_longs(spark: SparkSession) -> None:
-    """Spark has no time of day: from_avro gives a time-millis' int and a time-micros' long, any
+    """from_avro reads no time of day: it gives a time-millis' int and a time-micros' long, any
     value (a day's length is not checked), where polars would read a time of day."""
     struct = row_struct(json.dumps(TIMES))
     assert struct is not None

@@ -63,6 +63,7 @@ def record(rng: random.Random) -> dict[str, Any]:
     amount = rng.choice([e for e in EDGES if e < 10**38]) * rng.choice((1, -1))
     if amount < 0 and ~amount & -amount == 0:  # never -2**(8k-1): fastavro writes it a byte longer than Java
         amount -= 1
+    amount = amount or 1  # a zero decimal is placed only if it has no byte (test_a_zero_decimal...)
     return {
         "l": long(64), "i": maybe(long(32)), "b": rng.random() < 0.5, "f": rng.random(), "d": maybe(rng.random()),
         "s": rng.choice(["", "é", "x" * rng.randrange(300)]), "raw": maybe(bytes(rng.randrange(200))),
@@ -92,13 +93,19 @@ def rows_of(schema: dict[str, Any]) -> AvroRows:
     return AvroRows(found, pa.schema([pa.field(f.name, to_arrow_type(f.dataType)) for f in struct.fields]))
 
 
-def judged(rows: AvroRows, values: list[bytes]) -> bool | None:
-    """What avro_positions says of `values`, read as AvroRows reads them."""
+def judged(rows: AvroRows, values: list[bytes]) -> tuple[bool, list[bool]]:
+    """What avro_positions says of `values`, read as AvroRows reads them: whether a placed record's
+    index is refused, and which records are not placed."""
     w = rows._direct.writers[0]
     array = pa.array(values, pa.binary())
     decoded = rows._read(rows._headers[w.frame], array, [*w.fields, "__icesink_end"])
     assert decoded is not None
-    return avro_positions.indexes_where_read(rows._fields[w.frame], w.unions, decoded, array)
+    refused, unplaced = avro_positions.indexes_placed(rows._fields[w.frame], w.unions, decoded, array)
+    return refused, unplaced.tolist()
+
+
+PLACED = (False, [False])  # one record, placed, its indexes its branches'
+UNPLACED = (False, [True])
 
 
 def test_every_type_is_placed_where_fastavro_writes_it() -> None:
@@ -106,7 +113,7 @@ def test_every_type_is_placed_where_fastavro_writes_it() -> None:
     records = [record(rng) for _ in range(2_000)]
     rows = rows_of(SCHEMA)
     values = [framed(SCHEMA, r) for r in records]
-    assert judged(rows, values) is True
+    assert judged(rows, values) == (False, [False] * len(values))
     decoded = rows.decode(pa.array(values, pa.binary()))
     assert decoded is not None
     assert decoded.column("amount").to_pylist() == [r["amount"] for r in records]
@@ -118,8 +125,8 @@ def test_a_union_index_beyond_its_branches_is_found_where_it_is() -> None:
     good = framed(SCHEMA, r)
     at = good.rindex(b"\x02\x04zz")  # maybe.tag: index 1, then the string
     bad = good[:at] + b"\x04" + good[at + 1 :]  # index 2 of a 2-branch union: polars reads the string
-    assert judged(rows, [good, good]) is True
-    assert judged(rows, [good, bad]) is False
+    assert judged(rows, [good, good]) == (False, [False, False])
+    assert judged(rows, [good, bad])[0] is True, "refused"
     assert rows.decode(pa.array([good, bad], pa.binary())) is None
 
 
@@ -129,8 +136,8 @@ def test_a_longer_encoding_is_left_to_the_reading_again_which_takes_it() -> None
     rows = rows_of(schema)
     short = wire.id_key(1) + b"\x00\x02\x02"  # l = 0, o = 1
     long = wire.id_key(1) + b"\x80\x00\x02\x02"  # l = 0 in two bytes: Java reads it
-    assert judged(rows, [short]) is True
-    assert judged(rows, [short, long]) is None
+    assert judged(rows, [short]) == PLACED
+    assert judged(rows, [short, long]) == (False, [False, True]), "the longer one read again"
     decoded = rows.decode(pa.array([short, long], pa.binary()))
     assert decoded is not None
     assert decoded.to_pylist() == [{"l": 0, "o": 1}, {"l": 0, "o": 1}]
@@ -140,8 +147,7 @@ def test_a_longer_encoding_is_left_to_the_reading_again_which_takes_it() -> None
     values = [framed(money, {"a": Decimal(v)}) for v in (-127, -128)]
     assert values[1][5:] == b"\x04\xff\x80"
     rows = rows_of(money)
-    assert judged(rows, values[:1]) is True
-    assert judged(rows, values) is None
+    assert judged(rows, values) == (False, [False, True])
     decoded = rows.decode(pa.array(values, pa.binary()))
     assert decoded is not None
     assert decoded.to_pylist() == [{"a": Decimal(-127)}, {"a": Decimal(-128)}]
@@ -151,14 +157,15 @@ def test_arrays_are_left_to_the_reading_again() -> None:
     schema = {"type": "record", "name": "R", "fields": [{"name": "xs", "type": {"type": "array", "items": "long"}},
               {"name": "o", "type": ["null", "long"]}]}  # fmt: skip
     rows = rows_of(schema)
-    assert judged(rows, [framed(schema, {"xs": [1, 2], "o": None})]) is None
+    assert judged(rows, [framed(schema, {"xs": [1, 2], "o": None})]) == UNPLACED
 
 
 @pytest.mark.parametrize("sign", [1, -1])
 def test_decimal_bytes_are_javas_fewest(sign: int) -> None:
     values = [sign * e for e in EDGES if e < 10**38] + [-(10**38) + 1, 10**38 - 1]
     array = pa.array([Decimal(v) for v in values], pa.decimal128(38, 0))
-    want = [(v if v >= 0 else ~v).bit_length() // 8 + 1 for v in values]  # Java's BigInteger.toByteArray
+    # Java's BigInteger.toByteArray; a zero counted as none (polars reads no byte as 0)
+    want = [(v if v >= 0 else ~v).bit_length() // 8 + 1 if v else 0 for v in values]
     assert avro_positions._decimal_bytes(array).tolist() == want
     assert avro_positions._decimal_bytes(array.slice(3, 5)).tolist() == want[3:8]
 
@@ -182,7 +189,43 @@ def test_a_struct_table_is_judged_with_its_columns() -> None:
     rng = random.Random(3)
     records = [{f"o{k}": None if rng.random() < 0.5 else k for k in range(100)} for _ in range(500)]
     rows = AvroRows(found, pa.schema([(f"o{k}", pa.int64()) for k in range(100)]))
-    assert judged(rows, [framed(schema, r) for r in records]) is True
+    assert judged(rows, [framed(schema, r) for r in records]) == (False, [False] * len(records))
     decoded = rows.decode(pa.array([framed(schema, r) for r in records], pa.binary()))
     assert decoded is not None, "500 records of ~500 combinations of null fields, checked in one pass"
     assert decoded.to_pylist() == records
+
+
+def test_a_zero_decimal_is_read_again_and_one_of_no_byte_refused_either_way() -> None:
+    """Java writes a zero decimal as one byte and refuses one of none, which polars reads as 0 too:
+    a record with a zero decimal is not placed (which size it has is not known) but read again,
+    where a decimal of no byte is refused."""
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "d", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 0}},
+        {"name": "u", "type": ["null", "int"]}, {"name": "a", "type": "long"}]}  # fmt: skip
+    rows = rows_of(schema)
+    zero = framed(schema, {"d": Decimal(0), "u": 1, "a": 0})
+    assert zero[5:] == b"\x02\x00\x02\x02\x00"
+    assert judged(rows, [zero]) == UNPLACED
+    decoded = rows.decode(pa.array([zero], pa.binary()))
+    assert decoded is not None
+    assert decoded.to_pylist() == [{"d": Decimal(0), "u": 1, "a": 0}]
+    empty = wire.id_key(1) + b"\x00\x02\x02\x00"  # d of no byte
+    assert judged(rows, [empty]) == UNPLACED
+    assert rows.decode(pa.array([empty], pa.binary())) is None
+    # No byte for d, union index 2, a written in two bytes: were the zero counted as a byte, the
+    # sizes would add up and the byte at the index's place be 0x02. Read again; refused.
+    offset = wire.id_key(1) + b"\x00\x04\x02\x80\x00"
+    assert judged(rows, [offset]) == UNPLACED
+    assert rows.decode(pa.array([offset], pa.binary())) is None
+    # Read again (a written in two bytes): the decimal of no byte refused there too.
+    longer = wire.id_key(1) + b"\x00\x02\x02\x80\x00"
+    assert judged(rows, [zero, longer]) == (False, [True, True])
+    assert rows.decode(pa.array([zero, longer], pa.binary())) is None
+    assert rows.decode(pa.array([zero, zero[:-1] + b"\x80\x00"], pa.binary())) is not None
+    # Placed records beside them: only the others are read again.
+    one = framed(schema, {"d": Decimal(1), "u": None, "a": 7})
+    assert judged(rows, [one, zero, one]) == (False, [False, True, False])
+    decoded = rows.decode(pa.array([one, zero, one], pa.binary()))
+    assert decoded is not None
+    assert decoded.column("a").to_pylist() == [7, 0, 7]
+    assert rows.decode(pa.array([one, empty, one], pa.binary())) is None

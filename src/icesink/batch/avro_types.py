@@ -58,7 +58,7 @@ _LOGICAL: dict[tuple[str, str], DataType] = {
     ("long", "local-timestamp-millis"): TimestampNTZType(),
     ("long", "local-timestamp-micros"): TimestampNTZType(),
     ("string", "uuid"): StringType(),
-    ("int", "time-millis"): IntegerType(),  # Spark has no time of day: from_avro gives the int
+    ("int", "time-millis"): IntegerType(),  # from_avro gives no time of day (Spark 4.1 has one): the int
     ("long", "time-micros"): LongType(),
 }
 # What polars reads as a time of day; the tasks read them as the int and long from_avro gives.
@@ -148,8 +148,9 @@ def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
 
 
 def _fixed(avro: dict[str, Any]) -> tuple[DataType, bool] | None:
-    """Bytes of its size, as from_avro reads a fixed, or a decimal on it. A fixed of no byte, a
-    duration, and a decimal of more than 16 bytes (polars reads none of them) go to Spark's path;
+    """Bytes of its size, as from_avro reads a fixed, or a decimal on it. A fixed of no byte, one of
+    another logical type (a duration, a uuid), and a decimal of more than 16 bytes (polars reads
+    none of them as from_avro does) go to Spark's path;
     so does a decimal of more digits than its size holds, which Avro's Java parser drops as invalid
     (from_avro then reads the fixed as bytes)."""
     size, logical = avro.get("size"), avro.get("logicalType")

@@ -197,9 +197,9 @@ def avro_declined(
         if struct is None:
             return (
                 f"writer schema {sid} has a type the one-pass Avro decoder does not take (a union beyond one type "
-                "and null, a fixed of no byte, a duration, a decimal on a fixed of more than 16 bytes or of more "
-                "digits than its size holds, a union or a Debezium semantic type inside an array or map, or no "
-                "Debezium envelope where decode.envelope says one)"
+                "and null, a fixed of no byte or with a logical type but a decimal, a decimal on a fixed of more "
+                "than 16 bytes or of more digits than its size holds, a union or a Debezium semantic type inside an "
+                "array or map, or no Debezium envelope where decode.envelope says one)"
             )
         reshaped = shaped(struct, shaping, table)
         if reshaped is None:

@@ -2,15 +2,16 @@
 field's encoded size is computed from the value polars decoded, so each union's index byte is found
 where it is and compared with the branch polars read.
 
-A value's computed size is its shortest encoding (a varint of the fewest bytes, a decimal's
-fewest two's-complement bytes); a writer may encode one longer, never shorter. So when every
-record's computed size is its body's length, every field is at the place computed for it, and
-each union index is one byte: the branch polars read (it reads any index but the null one's as
-the value), or an index Avro's Java reader refuses. Where a record's sizes do not add up (a longer
-encoding), or the schema has arrays or maps (their blocks' counts are the writer's choice), this
-check does not judge and the records are read again (tasks/avro_unions.py), as it did before
-for every block: 0.1 s of 0.5 s for 150,000 Debezium events' decode, and once per combination of
-null fields, where a table of many nullable columns has hundreds.
+A value's computed size is its shortest encoding (a varint of the fewest bytes, a decimal's fewest
+two's-complement bytes); a writer may encode one longer, never shorter, but for a zero decimal:
+polars reads one of no byte (which Java refuses) as 0, as it reads one written in a byte. So when
+a record has no zero decimal and its computed size is its body's length, every field is at the
+place computed for it and each union index is one byte: the branch polars read, or an index Avro's
+Java reader refuses (polars reads one as a branch). The other records (a zero decimal, a longer
+encoding), and every record where the schema has arrays or maps (their blocks' counts are the
+writer's choice), are read again (tasks/avro_unions.py), as every record was before: that took 0.1
+s of 0.5 s for 150,000 Debezium events' decode, once per combination of null fields, where a table
+of many nullable columns has hundreds.
 
 Pure: Arrow and numpy.
 """
@@ -37,28 +38,33 @@ class _NotJudgedError(Exception):
     """A type whose encoded size this module does not compute."""
 
 
-def indexes_where_read(
+def indexes_placed(
     fields: list[dict[str, Any]], unions: tuple[tuple[Path, int], ...], decoded: pa.Table, values: pa.Array
-) -> bool | None:  # fmt: skip
-    """Whether every union index of `values` (framed records, read by polars with the record
-    schema `fields` into `decoded`, field for field) is the branch polars read; None when not judged
-    here. `unions`: (field path, the position of "null" in its union)."""
+) -> tuple[bool, np.ndarray]:  # fmt: skip
+    """(whether a union index of the records placed here is not the branch polars read, a mask of
+    the records not placed here) for `values` (framed records, read by polars with the record
+    schema `fields` into `decoded`, field for field). `unions`: (field path, the position of "null"
+    in its union)."""
     n = len(values)
+    everyone = np.ones(n, dtype=bool)
     if decoded.num_rows != n:
-        return None
+        return False, everyone
     walk = _Walk(dict(unions), n)
     try:
-        walk.fields(fields, [_whole(decoded.column(f["name"])) for f in fields], np.ones(n, dtype=bool), ())
+        walk.fields(fields, [_whole(decoded.column(f["name"])) for f in fields], everyone, ())
     except _NotJudgedError:
-        return None
+        return False, everyone
     lengths = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
-    if not np.array_equal(walk.size + wire.HEADER_SIZE, lengths):
-        return None  # a value encoded longer than its shortest encoding: not placed here
+    placed = (walk.size + wire.HEADER_SIZE == lengths) & ~walk.zero
     width = 8 if pa.types.is_large_binary(values.type) else 4
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if width == 8 else np.int32)
     starts = offsets[values.offset : values.offset + n].astype(np.int64) + wire.HEADER_SIZE
     data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
-    return all(np.array_equal(data[(starts + at)[present]], want[present]) for at, want, present in walk.indexes)
+    for at, want, present in walk.indexes:
+        where = present & placed  # only there is each index inside its record, where computed
+        if not np.array_equal(data[(starts + at)[where]], want[where]):
+            return True, ~placed
+    return False, ~placed
 
 
 def _whole(column: Any) -> pa.Array:
@@ -73,6 +79,7 @@ class _Walk:
     def __init__(self, null_at: dict[Path, int], n: int) -> None:
         self._null_at = null_at
         self.size = np.zeros(n, dtype=np.int64)  # each record's body bytes so far
+        self.zero = np.zeros(n, dtype=bool)  # a zero decimal: of one byte, or of none (polars reads 0)
         # (each record's position of a union's index, the byte its branch is, where the union is)
         self.indexes: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -98,19 +105,24 @@ class _Walk:
             children = [array.field(f["name"]) for f in t["fields"]]
             self.fields(t["fields"], children, present, at)
             return
-        sizes = _sizes(t, kind, array)
+        if (kind, t.get("logicalType") if isinstance(t, dict) else None) == ("bytes", "decimal"):
+            length = _decimal_bytes(array)
+            self.zero |= present & (length == 0)
+            sizes: np.ndarray | int = _varint_bytes(_zigzag(length)) + length
+        else:
+            sizes = _sizes(t, kind, array)
         self.size += sizes if present.all() else np.where(present, sizes, 0)
 
 
 def _sizes(t: Any, kind: Any, array: pa.Array) -> np.ndarray | int:
-    """The shortest encoding's bytes of each value of `array`, decoded from Avro type `t`."""
+    """The shortest encoding's bytes of each value of `array`, decoded from Avro type `t` (not a
+    decimal on bytes: `_Walk.value`)."""
     if kind in _FIXED_SIZES:
         return _FIXED_SIZES[kind]
-    logical = t.get("logicalType") if isinstance(t, dict) else None
     if kind == "fixed":
         return int(t["size"])
     if kind in ("string", "bytes"):
-        length = _decimal_bytes(array) if logical == "decimal" else _filled(pc.binary_length(array)).astype(np.int64)
+        length = _filled(pc.binary_length(array)).astype(np.int64)
         sizes: np.ndarray = _varint_bytes(_zigzag(length)) + length
         return sizes
     if kind in ("int", "long"):
@@ -147,7 +159,8 @@ def _varint_bytes(zigzag: np.ndarray) -> np.ndarray:
 
 def _decimal_bytes(array: pa.Array) -> np.ndarray:
     """The fewest two's-complement bytes of each decimal's unscaled value (Java's
-    BigInteger.toByteArray, which Avro's decimal conversion writes)."""
+    BigInteger.toByteArray, which Avro's decimal conversion writes), none for a zero: polars
+    reads a decimal of no byte as 0, a Java writer writes one byte for it."""
     if not pa.types.is_decimal128(array.type):
         raise _NotJudgedError
     words = np.frombuffer(array.buffers()[1], dtype=np.int64)[2 * array.offset : 2 * (array.offset + len(array))]
@@ -162,4 +175,5 @@ def _decimal_bytes(array: pa.Array) -> np.ndarray:
     for bound in _BYTE_BOUNDS:
         out += np.where(wide, high >= bound, low >= bound)
     out += np.where(wide, 8, low >= np.uint64(1 << 63))
+    out[(words[0::2] == 0) & (words[1::2] == 0)] = 0
     return out

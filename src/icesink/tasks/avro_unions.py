@@ -1,8 +1,9 @@
 """The union check of the one-pass Avro decoder (tasks/decode_avro.py) where tasks/avro_positions.py
-cannot place the indexes: polars reads any branch index but the null one's as the value, where
-Avro's Java reader (Spark's decoder) refuses an index beyond the union; so a block's records are
-read again with each union as its branch index, grouped by which of their unions are null, and
-every index checked.
+cannot place the indexes: polars reads an index other than the null branch's as one branch or the
+other (the value when null comes first), where Avro's Java reader (Spark's decoder) refuses an index
+beyond the union; so a block's records are read again with each union as its branch index, grouped
+by which of their unions are null, and every index checked (and every decimal's bytes: polars
+reads none as 0, which Java refuses).
 
 Pure: Arrow and numpy (the reading itself is decode_avro's).
 """
@@ -27,6 +28,7 @@ Unions = tuple[tuple[Path, int], ...]  # (field path, the position of "null" in 
 ITEMS, VALUES = "[]", "{}"
 _UNION = "__icesink_union_"
 _SKIPPED = "__icesink_skipped_"
+_DECIMAL = "__icesink_decimal_"
 
 
 def union_column(j: int) -> str:
@@ -36,8 +38,9 @@ def union_column(j: int) -> str:
 def index_fields(fields: list[dict[str, Any]], unions: Unions, nulls: frozenset[Path]) -> list[dict[str, Any]]:
     """The fields of records whose null unions are `nulls`, as one flat record: each union read as
     its branch index (a long, `union_column` of its number), then, where it is not null, its
-    branch. polars reads any index but the null one as the value, where Avro (Spark's decoder)
-    refuses an index beyond the union; this reading checks the index of each record.
+    branch. polars reads an index other than the null branch's as one branch or the other, where
+    Avro (Spark's decoder) refuses an index beyond the union; this reading checks the index of each
+    record. A decimal on bytes is read as its bytes: polars reads none as 0, which Java refuses.
 
     Flat, because a record's encoding is its fields' encodings end to end: the fields of nested
     records (and of a union's record branch) are read in place of the record, so the check keeps
@@ -56,6 +59,8 @@ def index_fields(fields: list[dict[str, Any]], unions: Unions, nulls: frozenset[
                 [t] = [b for b in t if b != "null"]
             if isinstance(t, dict) and t.get("type") == "record":
                 walk(t["fields"], at)
+            elif isinstance(t, dict) and (t.get("type"), t.get("logicalType")) == ("bytes", "decimal"):
+                out.append({"name": f"{_DECIMAL}{len(out)}", "type": "bytes"})
             else:
                 out.append({"name": f"{_SKIPPED}{len(out)}", "type": t})
 
@@ -63,9 +68,10 @@ def index_fields(fields: list[dict[str, Any]], unions: Unions, nulls: frozenset[
     return out
 
 
-def is_index(name: str) -> bool:
-    """Whether a field of `index_fields` is a union's index (the others are read, not kept)."""
-    return name.startswith(_UNION)
+def is_checked(name: str) -> bool:
+    """Whether a field of `index_fields` is a union's index or a decimal's bytes (the others are
+    read, not kept)."""
+    return name.startswith((_UNION, _DECIMAL))
 
 
 def null_groups(unions: Unions, decoded: pa.Table) -> list[tuple[frozenset[Path], pa.Array | None]] | None:
@@ -102,7 +108,10 @@ def null_groups(unions: Unions, decoded: pa.Table) -> list[tuple[frozenset[Path]
 
 def indexes_as_read(checked: pa.Table, unions: Unions, nulls: frozenset[Path]) -> bool:
     """Whether every union index read is its null branch's where the value is null, else the other's
-    (unions inside a null value are not in the records: not checked)."""
+    (unions inside a null value are not in the records: not checked), and no decimal is of no byte."""
+    for name in checked.column_names:
+        if name.startswith(_DECIMAL) and pc.any(pc.equal(pc.binary_length(checked.column(name)), 0)).as_py():
+            return False
     for j, (path, null_at) in enumerate(unions):
         if any(path[:k] in nulls for k in range(1, len(path))):
             continue

@@ -37,8 +37,8 @@ import pyarrow.compute as pc
 from icesink.kafka import wire
 from icesink.tasks.avro_enums import EnumIndexError, has_enum, ints_for_enums, symbols_for_ints
 from icesink.tasks.avro_maps import as_column, entries_for_maps
-from icesink.tasks.avro_positions import indexes_where_read
-from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_index, null_groups
+from icesink.tasks.avro_positions import indexes_placed
+from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_checked, null_groups
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows, problems
 from icesink.tasks.semantic_values import Path, converted
@@ -230,9 +230,13 @@ class AvroRows:
         """Whether each record's union indexes are the ones of its branches: each found where its
         record's decoded values place it (tasks/avro_positions.py), else the records read again,
         grouped by which unions are null, with the indexes as columns (tasks/avro_unions.py)."""
-        judged = indexes_where_read(self._fields[w.frame], w.unions, decoded, values)
-        if judged is not None:
-            return judged
+        refused, unplaced = indexes_placed(self._fields[w.frame], w.unions, decoded, values)
+        if refused:
+            return False
+        if not unplaced.any():
+            return True
+        if not unplaced.all():
+            values, decoded = values.filter(pa.array(unplaced)), decoded.filter(pa.array(unplaced))
         groups = null_groups(w.unions, decoded)
         if groups is None:
             return False
@@ -240,7 +244,7 @@ class AvroRows:
             reading = self._index_readings.get((w.frame, nulls))
             if reading is None:
                 fields = index_fields(self._fields[w.frame], w.unions, nulls)
-                kept = [f["name"] for f in fields if is_index(f["name"])]
+                kept = [f["name"] for f in fields if is_checked(f["name"])]
                 reading = self._index_readings[(w.frame, nulls)] = (_container_header(_framed(fields)), kept)
             header, kept = reading
             mine = values if at is None else values.take(at)
