@@ -19,13 +19,12 @@ import argparse
 import io
 import json
 import random
-import statistics
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from dev.bench import workloads as wl
+from dev.bench.semantic import median_ms
 
 OPTIONAL = 20  # optional longs of the sparse records
 
@@ -34,15 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--events", type=int, default=150_000, help="Debezium events a run (default 150,000)")
     parser.add_argument("--records", type=int, default=10_000, help="sparse records a run (default 10,000)")
     parser.add_argument("--repeat", type=int, default=5, help="runs of each way (default 5)")
-
-
-def median_ms(run: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 @contextmanager
