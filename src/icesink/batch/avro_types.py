@@ -61,8 +61,6 @@ _LOGICAL: dict[tuple[str, str], DataType] = {
     ("int", "time-millis"): IntegerType(),  # from_avro gives no time of day (Spark 4.1 has one): the int
     ("long", "time-micros"): LongType(),
 }
-# What polars reads as a time of day; the tasks read them as the int and long from_avro gives.
-_TIMES = {("int", "time-millis"), ("long", "time-micros")}
 # The Avro type Debezium writes each of its semantic types as (semantic.CONVERSIONS): the one
 # Connect JSON's values of it parse as (schema/connect.py DEBEZIUM_PARSE), named as Avro names it.
 _AVRO_NAMES = {IntegerType: "int", LongType: "long", StringType: "string", StructType: "record"}
@@ -229,26 +227,6 @@ def inlined(schema: Any) -> Any:
         return t
 
     return walk(schema, None)
-
-
-def without_times(schema: Any) -> Any:
-    """An (inlined) schema with each time-millis an int and each time-micros a long, at any depth:
-    what the tasks give polars to read, which would read them as times of day."""
-    if isinstance(schema, list):
-        return [without_times(b) for b in schema]
-    if not isinstance(schema, dict):
-        return schema
-    kind = schema.get("type")
-    if isinstance(kind, str) and (kind, schema.get("logicalType")) in _TIMES:
-        return kind
-    if kind == "record" and isinstance(schema.get("fields"), list):
-        return {**schema, "fields": [{**f, "type": without_times(f.get("type"))} for f in schema["fields"]]}
-    if kind in ("array", "map"):
-        inner = "items" if kind == "array" else "values"
-        return {**schema, inner: without_times(schema.get(inner))}
-    if isinstance(kind, dict | list):
-        return {**schema, "type": without_times(kind)}
-    return schema
 
 
 @lru_cache(maxsize=1024)

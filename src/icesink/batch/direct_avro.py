@@ -30,7 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from icesink.batch.avro_types import inlined_text, nullable, without_times, writer_struct
+from icesink.batch.avro_types import inlined_text, nullable, writer_struct
 from icesink.batch.decode import debezium, semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
 from icesink.batch.direct_shape import Shaping, shaped
@@ -174,7 +174,7 @@ def direct_writer(frame: bytes, text: str) -> DirectWriter | None:
     """What the tasks need of one writer schema (whose rows `row_struct` took)."""
     if len(frame) != wire.HEADER_SIZE or frame[0] != 0:
         return None  # a GUID reference: records name it in a header, unframed
-    schema = without_times(inlined_text(text))
+    schema = inlined_text(text)
     typed = list(_typed_fields(schema["fields"]))
     decimals = tuple((path, *d) for path, t in typed if (d := _decimal(t)) is not None)
     # Unions are checked at record paths only (avro_types takes none inside an array or a map).

@@ -14,25 +14,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from icesink.tasks.avro_schemas import rewritten
+
 
 def ints_for_enums(schema: Any) -> Any:
     """An (inlined) Avro schema with every enum an int: what polars reads."""
-    if isinstance(schema, list):
-        return [ints_for_enums(b) for b in schema]
-    if not isinstance(schema, dict):
-        return schema
-    kind = schema.get("type")
-    if kind == "enum":
-        return "int"
-    if kind == "record" and isinstance(schema.get("fields"), list):
-        return {**schema, "fields": [{**f, "type": ints_for_enums(f.get("type"))} for f in schema["fields"]]}
-    if kind == "array":
-        return {**schema, "items": ints_for_enums(schema.get("items"))}
-    if kind == "map":
-        return {**schema, "values": ints_for_enums(schema.get("values"))}
-    if isinstance(kind, (dict, list)):
-        return {**schema, "type": ints_for_enums(kind)}
-    return schema
+    return rewritten(schema, lambda t: "int" if isinstance(t, dict) and t.get("type") == "enum" else t)
 
 
 def has_enum(schema: Any) -> bool:

@@ -14,6 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from icesink.tasks.avro_schemas import rewritten
+
 _ENTRY = "IcesinkMapEntry"
 
 
@@ -21,29 +23,18 @@ def entries_for_maps(schema: Any) -> Any:
     """An (inlined) Avro schema with every map an array of {key, value} records, each named apart."""
     count = [0]
 
-    def walk(t: Any) -> Any:
-        if isinstance(t, list):
-            return [walk(b) for b in t]
-        if not isinstance(t, dict):
+    def change(t: Any) -> Any:
+        if not isinstance(t, dict) or t.get("type") != "map":
             return t
-        kind = t.get("type")
-        if kind == "record" and isinstance(t.get("fields"), list):
-            return {**t, "fields": [{**f, "type": walk(f.get("type"))} for f in t["fields"]]}
-        if kind == "array":
-            return {**t, "items": walk(t.get("items"))}
-        if kind == "map":
-            count[0] += 1
-            entry = {
-                "type": "record",
-                "name": f"{_ENTRY}{count[0]}",
-                "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": walk(t.get("values"))}],
-            }
-            return {"type": "array", "items": entry}
-        if isinstance(kind, (dict, list)):
-            return {**t, "type": walk(kind)}
-        return t
+        count[0] += 1
+        entry = {
+            "type": "record",
+            "name": f"{_ENTRY}{count[0]}",
+            "fields": [{"name": "key", "type": "string"}, {"name": "value", "type": t.get("values")}],
+        }
+        return {"type": "array", "items": entry}
 
-    return walk(schema)
+    return rewritten(schema, change)
 
 
 def _has_map(t: pa.DataType) -> bool:

@@ -38,6 +38,7 @@ from icesink.kafka import wire
 from icesink.tasks.avro_enums import EnumIndexError, has_enum, ints_for_enums, symbols_for_ints
 from icesink.tasks.avro_maps import as_column, entries_for_maps
 from icesink.tasks.avro_positions import indexes_placed
+from icesink.tasks.avro_schemas import without_times
 from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_checked, null_groups
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows, problems
@@ -60,9 +61,7 @@ class DirectWriter:
     driver (batch/direct_avro.py)."""
 
     frame: bytes  # 0x00 + the 4-byte schema id: the first 5 bytes of its records
-    # The writer schema, its named types written out (polars resolves no reference), its times of
-    # day plain ints and longs (avro_types.without_times).
-    schema: dict[str, Any]
+    schema: dict[str, Any]  # the writer schema, its named types written out (polars resolves no reference)
     fields: tuple[str, ...]  # its top-level fields
     decimals: tuple[tuple[Path, int, int], ...] = ()  # (field path, precision, scale): values must fit
     unions: tuple[tuple[Path, int], ...] = ()  # (field path, the position of "null" in its union)
@@ -131,9 +130,10 @@ class AvroRows:
 
         self._direct = direct
         self._schema = schema  # the table's Arrow schema (field ids), in column order
-        # What polars reads: the writer schemas with their maps as arrays of entries, their enums as ints;
-        # and the top fields that hold enums, whose indexes become symbols (tasks/avro_enums.py).
-        entries = {w.frame: entries_for_maps(w.schema)["fields"] for w in direct.writers}
+        # What polars reads: the writer schemas with their times of day as ints and longs, their maps
+        # as arrays of entries, their enums as ints (tasks/avro_schemas.py); and the top fields that
+        # hold enums, whose indexes become symbols (tasks/avro_enums.py).
+        entries = {w.frame: entries_for_maps(without_times(w.schema))["fields"] for w in direct.writers}
         self._fields = {frame: ints_for_enums(fields) for frame, fields in entries.items()}
         self._enums = {frame: [(f["name"], f["type"]) for f in fields if has_enum(f["type"])]
                        for frame, fields in entries.items()}  # fmt: skip
