@@ -148,9 +148,8 @@ def _logical(avro: dict[str, Any], base: str) -> tuple[DataType, bool] | None:
 def _fixed(avro: dict[str, Any]) -> tuple[DataType, bool] | None:
     """Bytes of its size, as from_avro reads a fixed, or a decimal on it. A fixed of no byte, one of
     another logical type (a duration, a uuid), and a decimal of more than 16 bytes (polars reads
-    none of them as from_avro does) go to Spark's path;
-    so does a decimal of more digits than its size holds, which Avro's Java parser drops as invalid
-    (from_avro then reads the fixed as bytes)."""
+    none of them as from_avro does) go to Spark's path; so does a decimal of more digits than its
+    size holds, which Avro's Java parser drops as invalid (from_avro then reads the fixed as bytes)."""
     size, logical = avro.get("size"), avro.get("logicalType")
     if type(size) is not int or size < 1:
         return None
