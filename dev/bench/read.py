@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from dev.kit.endpoints import KAFKA
 from dev.kit.kafka import create_topics
+from icesink.batch.direct_avro import header_columns
 from icesink.kafka import reader
 from icesink.model import PartitionRange
 from icesink.model import TopicPartition as Tp
@@ -54,9 +55,9 @@ def produce(topic: str, records: int, value_bytes: int) -> None:
     p.flush()
 
 
-def by_reader(r: PartitionRange, keys: bool) -> Callable[[], int]:
+def by_reader(r: PartitionRange, keys: bool, headers: dict[str, str] | None = None) -> Callable[[], int]:
     rr = reader.RangeReader(SETTINGS)
-    return lambda: sum(b.num_rows for b in rr.batches([r], None, "", keys))
+    return lambda: sum(b.num_rows for b in rr.batches([r], headers, keys))
 
 
 def by_consume(r: PartitionRange) -> Callable[[], int]:
@@ -97,6 +98,8 @@ def main() -> None:
         "consume() alone (floor)": by_consume(r),
         "RangeReader": by_reader(r, keys=False),
         "RangeReader, with keys": by_reader(r, keys=True),
+        # What an Avro table of Avro keys reads: the values' and keys' schema-id headers too.
+        "RangeReader, keys, headers": by_reader(r, keys=True, headers=header_columns(True, True)),
     }
     print(f"{args.records:,} records of {args.value_bytes} B, one partition; median of {args.repeat} warm reads")
     floor = None

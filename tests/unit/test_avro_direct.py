@@ -128,9 +128,10 @@ def direct() -> DirectAvro:
     return found
 
 
-def decode(values: list[bytes | None], named: list[bool] | None = None) -> pa.Table | None:
+def decode(values: list[bytes | None], headers: list[bytes | None] | None = None) -> pa.Table | None:
+    """`headers`: each record's schema-id header (None: none)."""
     rows = AvroRows(direct(), schema_to_pyarrow(TABLE))
-    return rows.decode(pa.array(values, pa.binary()), pa.array(named, pa.bool_()) if named is not None else None)
+    return rows.decode(pa.array(values, pa.binary()), pa.array(headers, pa.binary()) if headers is not None else None)
 
 
 def test_types_map_as_sparks_from_avro_maps_them() -> None:
@@ -297,7 +298,7 @@ def test_a_batch_with_no_record_of_a_known_schema_is_empty() -> None:
 
 
 def test_records_that_do_not_name_their_schema_in_a_header_are_taken() -> None:
-    rows = decode([framed(1, V1, record(1))], named=[False])
+    rows = decode([framed(1, V1, record(1))], headers=[None])
     assert rows is not None
     assert rows.num_rows == 1
 
@@ -333,21 +334,43 @@ def test_records_it_declines(values: list[bytes | None], why: str) -> None:
 def test_a_declined_batch_says_which_writer_schemas_it_was_not_given() -> None:
     """The frames the driver looks up to evolve the table and run it again (batch/direct_rounds.py):
     framed records of other ids only, not those of its schemas, nor unframed bodies, tombstones,
-    short values or records whose schema is named in a header (their first bytes are data)."""
+    short values; a record named by id in a header by that id, not by its first bytes (data), and
+    one named by GUID not at all (the tasks take no GUID)."""
     values = [GOOD, framed(3, V1, record(2)), None, b"\x00\x00", b'{"id": 1}', framed(7, V1, record(3)),
-              framed(3, V1, record(4)), wire.id_key(9) + GOOD[5:]]  # fmt: skip
-    named = [False] * 7 + [True]
-    records = pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary()), NAMED: pa.array(named)})
-    assert new_frames(direct(), records) == {wire.id_key(3), wire.id_key(7)}
+              framed(3, V1, record(4)), wire.id_key(9) + GOOD[5:], wire.id_key(11) + GOOD[5:]]  # fmt: skip
+    headers = [None] * 7 + [wire.id_key(12), b"\x01" + bytes(16)]
+    records = pa.RecordBatch.from_pydict({"value": pa.array(values, pa.binary()), NAMED: pa.array(headers)})
+    assert new_frames(direct(), records) == {wire.id_key(3), wire.id_key(7), wire.id_key(12)}
     records = pa.RecordBatch.from_pydict(
         {"value": pa.array([GOOD, framed(2, V2, {**record(1), "extra": 1})], pa.binary())}
     )
     assert new_frames(direct(), records) == set()
 
 
-def test_a_record_naming_its_schema_in_a_header_is_declined() -> None:
-    # Its body is unframed: its first bytes are data, not a schema id.
-    assert decode([GOOD, GOOD], named=[False, True]) is None
+def test_a_record_naming_its_schema_by_id_in_a_header_is_taken_as_if_framed() -> None:
+    """Newer Confluent serializers: a bare body, its schema's id in `__value_schema_id` (0x00 + 4
+    bytes), as Spark's path reads it (batch/decode/avro.py)."""
+    values = [framed(i % 2 + 1, V1 if i % 2 == 0 else V2, record(i)) for i in range(6)]
+    headers: list[bytes | None] = [v[:5] if i % 3 else None for i, v in enumerate(values)]
+    bare: list[bytes | None] = [v[5:] if h is not None else v for v, h in zip(values, headers, strict=True)]
+    rows, expected = decode(bare, headers), decode(list(values))
+    assert expected is not None
+    assert rows is not None
+    assert rows.sort_by("id").to_pylist() == expected.sort_by("id").to_pylist()
+    # A header of neither shape is as none (the value's own frame counts); an empty one too.
+    assert decode([GOOD, GOOD], [b"\x00\x00\x01", b""]) is not None
+
+
+@pytest.mark.parametrize(
+    ("headers", "why"),
+    [
+        ([None, b"\x01" + bytes(16)], "named by its GUID: the tasks know their schemas by id"),
+        ([None, wire.id_key(9)], "an id the table was not planned with"),
+        ([None, b"\x00\x00\x01"], "a header of another shape: the value's own frame counts, and it is data"),
+    ],
+)
+def test_a_bare_body_it_cannot_place_is_declined(headers: list[bytes | None], why: str) -> None:
+    assert decode([GOOD, GOOD[5:]], headers) is None, why
 
 
 def test_the_widest_decimal_that_fits_is_taken() -> None:

@@ -26,7 +26,7 @@ from icesink.tasks.dead_letters import Letter
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.files import WriteTask
 from icesink.tasks.routing import RouteFilter
-from icesink.tasks.table_out import DirectTable, TableOut
+from icesink.tasks.table_out import KEY_NAMED, NAMED, DirectTable, TableOut
 
 VALUE: dict[str, Any] = {
     "type": "record",
@@ -100,6 +100,31 @@ def test_keys_of_two_writer_schemas_tombstones_and_null_keys_in_the_records_orde
         {"offset": 3, TOMBSTONE: True, "id": 4, "v": None, "op": None, "_key": {"id": 4, "region": None}},
     ]
     assert rows.schema.field("_key").type == ARROW.field("_key").type
+
+
+def test_keys_and_values_named_by_id_in_headers_decode_as_framed_ones() -> None:
+    """Newer Confluent serializers: bare bodies, the ids in `__key_schema_id` and
+    `__value_schema_id` headers (a tombstone's key too), read as Spark's path reads them."""
+    records = [
+        (framed(3, KEY2, {"id": 1, "region": "eu"}), framed(1, VALUE, {"id": 1, "v": 10, "op": "c"})),
+        (framed(2, KEY1, {"id": 2}), framed(1, VALUE, {"id": None, "v": 20, "op": "u"})),
+        (None, framed(1, VALUE, {"id": 3, "v": 30, "op": "c"})),
+        (framed(3, KEY2, {"id": 4, "region": None}), None),
+    ]
+    expected = avro_rows(table_out(), batch(records))
+    named = batch([(k[5:] if k is not None else None, v[5:] if v is not None else None) for k, v in records])
+    headers = {KEY_NAMED: [k[:5] if k is not None else None for k, _ in records],
+               NAMED: [v[:5] if v is not None else None for _, v in records]}  # fmt: skip
+    for column, found in headers.items():
+        named = named.append_column(column, pa.array(found, pa.binary()))
+    rows = avro_rows(table_out(), named)
+    assert expected is not None
+    assert rows is not None
+    assert rows.sort_by("offset").to_pylist() == expected.sort_by("offset").to_pylist()
+    # A key named by a GUID: the tasks know their schemas by id (Spark's path reads it).
+    guid = named.set_column(named.schema.get_field_index(KEY_NAMED), KEY_NAMED,
+                            pa.array([b"\x01" + bytes(16)] * 4, pa.binary()))  # fmt: skip
+    assert avro_rows(table_out(), guid) is None
 
 
 def test_a_key_that_does_not_decode_declines_the_table() -> None:

@@ -33,14 +33,14 @@ from icesink.tasks.table_out import DirectTable
 NAMED = "named"
 
 
-def batch(values: list[bytes | None], named: list[bool | None] | None = None) -> pa.RecordBatch:
+def batch(values: list[bytes | None], named: list[bytes | None] | None = None) -> pa.RecordBatch:
     n = len(values)
     columns = {
         "topic": pa.array(["t"] * n), "partition": pa.array([1] * n, pa.int32()),
         "offset": pa.array(range(100, 100 + n), pa.int64()), "value": pa.array(values, pa.binary()),
     }  # fmt: skip
     if named is not None:
-        columns[NAMED] = pa.array(named, pa.bool_())
+        columns[NAMED] = pa.array(named, pa.binary())
     return pa.RecordBatch.from_pydict(columns)
 
 
@@ -62,10 +62,21 @@ def test_a_null_value_of_a_table_of_changes_is_a_tombstone_not_a_letter() -> Non
     assert letters == [Letter("t", 1, 102, *NOT_FRAMED)]
 
 
+ID_HEADER = b"\x00\x00\x00\x01\x2c"  # schema id 300
+GUID_HEADER = b"\x01" + bytes(range(16))
+
+
 def test_a_value_named_by_a_header_is_decoded_not_judged() -> None:
-    kept, letters = avro_letters(batch([b"raw avro body", None, b"x"], [True, True, None]), NAMED)
-    assert kept.column("offset").to_pylist() == [100]
-    assert sorted(letters) == [Letter("t", 1, 101, *NULL_VALUE), Letter("t", 1, 102, *NOT_FRAMED)]
+    """As Spark's path: a header of the id's or the GUID's shape names the schema (the value is a
+    bare body); one of any other shape is as none, and the value's own frame counts."""
+    values = [b"raw avro body", None, b"x", b"raw", b"raw", b"raw", b"\x00\x00\x00\x00\x07body"]
+    headers = [ID_HEADER, ID_HEADER, None, GUID_HEADER, b"\x00\x00\x01", b"\x05" + ID_HEADER[1:], b"\x07"]
+    kept, letters = avro_letters(batch(values, headers), NAMED)
+    assert kept.column("offset").to_pylist() == [100, 103, 106]
+    assert sorted(letters) == [
+        Letter("t", 1, 101, *NULL_VALUE),
+        *[Letter("t", 1, o, *NOT_FRAMED) for o in (102, 104, 105)],
+    ]
 
 
 def test_avro_bodies_java_cannot_decode_are_letters_naming_their_writer_schema() -> None:
@@ -73,10 +84,13 @@ def test_avro_bodies_java_cannot_decode_are_letters_naming_their_writer_schema()
     frame = b"\x00\x00\x00\x01\x2c"  # schema id 300
     good, cut, trailing = frame + b"\x04ok", frame + b"\x08ok", frame + b"\x04ok!"
     other = b"\x00\x00\x00\x00\x07\x08ok"  # a writer schema not given: not judged here
-    kept, letters = undecodable_letters(batch([good, cut, trailing, other, cut], [None, None, None, None, True]),
-                                        {frame: schema}, NAMED)  # fmt: skip
-    assert kept.column("offset").to_pylist() == [100, 102, 103, 104]
-    assert letters == [Letter("t", 1, 101, "decode", "AvroDecodeError", "body does not decode with writer schema 300")]
+    # Named in a header: the whole value is the body. By id, judged with that schema; by GUID, not.
+    values = [good, cut, trailing, other, b"\x08ok", b"\x04ok", b"\x08ok"]
+    headers = [None, None, None, None, ID_HEADER, ID_HEADER, GUID_HEADER]
+    kept, letters = undecodable_letters(batch(values, headers), {frame: schema}, NAMED)
+    assert kept.column("offset").to_pylist() == [100, 102, 103, 105, 106]
+    why = ("decode", "AvroDecodeError", "body does not decode with writer schema 300")
+    assert letters == [Letter("t", 1, o, *why) for o in (101, 104)]
 
 
 def test_nothing_to_judge_keeps_the_batch_as_it_is() -> None:

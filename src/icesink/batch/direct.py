@@ -33,7 +33,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import VALUE
+from icesink.batch.direct_avro import header_columns
 from icesink.batch.direct_item import DirectItem
 from icesink.batch.direct_json import Item
 from icesink.batch.direct_letters import letter_records
@@ -55,7 +55,7 @@ from icesink.tasks.files import (
 from icesink.tasks.json_shape import ShapedJson
 from icesink.tasks.one_pass import DIRECT_DDL, direct_fn, reading_fn
 from icesink.tasks.route_judges import Judging, TopicValues
-from icesink.tasks.table_out import NAMED, ORDER, DirectTable
+from icesink.tasks.table_out import ORDER, DirectTable
 
 log = logging.getLogger(__name__)
 
@@ -218,17 +218,17 @@ def _job(
     cores = ctx.spark.sparkContext.defaultParallelism
     n_tasks = 1 if one_task else task_count(sum(r.records for r in read), cores)
     librdkafka = ctx.librdkafka
+    headers = header_columns(avro, any(isinstance(t.key_decoder, DirectAvro) for t in tables))
     if librdkafka is not None:
         # A table of changes reduces each key's in one task: whole topic-partitions to a task.
         shares = reader.split(read, n_tasks, whole=any(t.changes is not None for t in tables))
         # One task per share, its index the task's one row (a DataFrame of a Python list took twice as long).
         tasks = spark.range(0, len(shares), 1, len(shares))
-        header = VALUE.schema_id_header if avro else None
         log.info(
             "batch %d: the one-pass job reads %d record(s) of %d topic-partition(s) with librdkafka in %d task(s)",
             batch_id, sum(r.records for r in read), len(read), len(shares),
         )  # fmt: skip
-        return tasks.mapInArrow(reading_fn(tables, batch_id, shares, librdkafka, header, judging), DIRECT_DDL)
+        return tasks.mapInArrow(reading_fn(tables, batch_id, shares, librdkafka, headers, judging), DIRECT_DDL)
     if _spans(read) == _spans(ranges):
         source: DataFrame = targets.source  # the batch Spark planned: no Kafka read of our own to plan
     else:
@@ -236,11 +236,11 @@ def _job(
     columns = [F.col(c) for c in ("topic", "partition", "offset", "value")]
     if any(t.key_column is not None for t in tables):
         columns.append(F.col("key"))
-    if avro and "headers" in source.columns:
-        # Whether the record names its schema in a header (then it is declined), not the headers:
-        # Spark's Arrow hand-off of an array of structs per record took 4.5 s per 300,000 records.
-        named = F.array_contains(F.col("headers.key"), VALUE.schema_id_header)
-        columns.append(F.coalesce(named, F.lit(False)).alias(NAMED))
+    for column, header in headers.items() if "headers" in source.columns else ():
+        # The first such header's value, not the headers: Spark's Arrow hand-off of an array of
+        # structs per record took 4.5 s per 300,000 records.
+        at = F.array_position(F.col("headers.key"), header)
+        columns.append(F.when(at > 0, F.element_at(F.col("headers.value"), at.cast("int"))).alias(column))
     # A few tasks for the whole batch, not one per topic-partition (a task per table-sized share
     # costs more than the share).
     source = source.select(*columns).coalesce(n_tasks)

@@ -30,6 +30,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from icesink.batch import decode
 from icesink.batch.avro_types import inlined_text, nullable, writer_struct
 from icesink.batch.decode import debezium, semantic
 from icesink.batch.decode.debezium import EnvelopeSpec
@@ -40,6 +41,7 @@ from icesink.tasks.avro_unions import ITEMS, VALUES
 from icesink.tasks.decode_avro import DirectAvro, DirectWriter
 from icesink.tasks.envelope_rows import Envelope
 from icesink.tasks.semantic_values import Path
+from icesink.tasks.table_out import KEY_NAMED, NAMED
 
 # The union check reads which unions are null a union at a time (tasks/avro_unions.null_groups):
 # beyond this many, Spark's decoder.
@@ -239,3 +241,10 @@ def direct_avro(
         out.append(writer if shaping.plain else replace(writer, columns=reshaped[1]))
     spec = Envelope(envelope.operation_column, debezium.SOURCE_PREFIX) if envelope is not None else None
     return DirectAvro(tuple(out), spec)
+
+
+def header_columns(values: bool, keys: bool = False) -> dict[str, str]:
+    """The schema-id headers the one-pass job's readers keep, by the column they land in
+    (tasks/header_frames.py): the value's for Avro values, the key's for Avro keys."""
+    found = {NAMED: decode.VALUE.schema_id_header} if values else {}
+    return {**found, KEY_NAMED: decode.KEY.schema_id_header} if keys else found

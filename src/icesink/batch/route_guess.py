@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import VALUE
+from icesink.batch.direct_avro import header_columns
 from icesink.batch.route import Targets, TopicRouting
 from icesink.batch.route_tasks import route_in_tasks, routes_in_tasks
 from icesink.batch.sources import heads
@@ -36,7 +36,6 @@ from icesink.model import PartitionRange, TableRef
 from icesink.runtime import faults
 from icesink.tasks.route_judges import Judging, TopicValues
 from icesink.tasks.route_values import judged
-from icesink.tasks.table_out import NAMED
 
 log = logging.getLogger(__name__)
 
@@ -151,9 +150,10 @@ def _sampled(ctx: BatchContext, ranges: Sequence[PartitionRange], judging: Judgi
     if ctx.librdkafka is None:
         return None
     sample = heads(ranges, SAMPLE_RECORDS)
-    header = VALUE.schema_id_header if judging.avro else None
     try:
-        batches = reader.RangeReader({**ctx.librdkafka, **reader.DRIVER_READS}).batches(sample, header, NAMED)
+        batches = reader.RangeReader({**ctx.librdkafka, **reader.DRIVER_READS}).batches(
+            sample, header_columns(bool(judging.avro))
+        )
         found = judged(batches, judging.routes, judging.reserved, judging.avro)
     except reader.RangeReadError as e:
         log.info("field-routed topics: a sample of their records could not be read with librdkafka: %s", e)

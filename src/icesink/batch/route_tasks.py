@@ -23,10 +23,9 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_type
 
 from icesink.batch.context import BatchContext
-from icesink.batch.decode import VALUE
 from icesink.batch.decode.avro import AvroDecoder
 from icesink.batch.decode.json import JsonDecoder
-from icesink.batch.direct_avro import direct_avro, merged_rows
+from icesink.batch.direct_avro import direct_avro, header_columns, merged_rows
 from icesink.batch.route import TopicRouting
 from icesink.config import ErrorPolicy, UnknownTables, ValueFormat
 from icesink.kafka import reader
@@ -102,8 +101,7 @@ def route_in_tasks(ctx: BatchContext, ranges: Sequence[PartitionRange], batch_id
     n_tasks = max(1, min(ctx.spark.sparkContext.defaultParallelism, records // RECORDS_PER_TASK))
     shares = reader.split(read, n_tasks, whole=False)
     assert ctx.librdkafka is not None
-    header = VALUE.schema_id_header if avro else None
-    fn = route_fn(routes, ctx.dead_letter_ref, shares, ctx.librdkafka, avro, header)
+    fn = route_fn(routes, ctx.dead_letter_ref, shares, ctx.librdkafka, avro, header_columns(bool(avro)))
     rows = ctx.spark.range(0, len(shares), 1, len(shares)).mapInArrow(fn, ROUTE_DDL).collect()
     values: dict[str, set[str]] = defaultdict(set)
     letters: dict[str, list[Letter]] = defaultdict(list)

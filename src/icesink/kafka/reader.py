@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -140,12 +140,14 @@ class RangeReader:
             consumer.close()
 
     def batches(
-        self, ranges: Sequence[PartitionRange], header: str | None = None, column: str = "", keys: bool = False
+        self, ranges: Sequence[PartitionRange], headers: Mapping[str, str] | None = None, keys: bool = False
     ) -> Iterator[pa.RecordBatch]:
         """The records of `ranges` as Arrow batches of topic, partition, offset and value (with
-        `header`, a boolean `column`: whether the record carries a header of that key; with `keys`,
-        the record key as `key`)."""
+        `keys`, the record key as `key`; with `headers`, column -> header key, a binary column of
+        the value of the record's first header of that key, null for none)."""
         from confluent_kafka import TopicPartition as KafkaTP
+
+        headers = headers or {}
 
         consumer = self._consumer()
         for assigned in _rounds(ranges):
@@ -153,16 +155,16 @@ class RangeReader:
             starts = {(r.tp.topic, r.tp.partition): r.first_offset for r in assigned}
             try:
                 consumer.assign([KafkaTP(r.tp.topic, r.tp.partition, r.first_offset) for r in assigned])
-                for batch in self._read(consumer, starts, ends, header, keys):
-                    yield _batch(batch, column if header is not None else None, keys)
+                for batch in self._read(consumer, starts, ends, bool(headers), keys):
+                    yield _batch(batch, headers, keys)
             except BaseException:
                 self._drop()  # whatever it fetched or holds is not trusted again
                 raise
             consumer.unassign()  # stops the fetcher reading ahead past the ranges
 
     def _read(
-        self, consumer: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int], header: str | None,
-        keys: bool,
+        self, consumer: Any, nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int],
+        headers: bool, keys: bool,
     ) -> Iterator[tuple[list[Any], ...]]:  # fmt: skip
         columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
         offsets = columns[2]
@@ -176,7 +178,7 @@ class RangeReader:
                 last_seen = time.monotonic()
             elif time.monotonic() - last_seen > _STALL_S:
                 raise RangeReadError(f"no record for {_STALL_S:.0f} s; still to read: {sorted(ends)}")
-            _take(messages, nexts, ends, columns, header, keys)
+            _take(messages, nexts, ends, columns, headers, keys)
             if len(offsets) >= CHUNK or (not ends and offsets):
                 yield columns
                 columns = ([], [], [], [], [], [])
@@ -185,12 +187,13 @@ class RangeReader:
 
 def _take(
     messages: list[Any], nexts: dict[tuple[str, int], int], ends: dict[tuple[str, int], int],
-    columns: tuple[list[Any], ...], header: str | None, keys: bool,
+    columns: tuple[list[Any], ...], headers: bool, keys: bool,
 ) -> None:  # fmt: skip
-    """The consumer's messages into `columns` (topic, partition, offset, value, named in a header,
-    key), each when it is within its range; a range is done at its last message. One loop for all
-    of them, its lookups bound once: it runs for every record of the batch."""
-    topics, partitions, offsets, values, named, record_keys = columns
+    """The consumer's messages into `columns` (topic, partition, offset, value, key, and with
+    `headers` each record's headers where it has any: (its row, them)), each when it is within its
+    range; a range is done at its last message. One loop for all of them, its lookups bound once:
+    it runs for every record of the batch."""
+    topics, partitions, offsets, values, record_keys, headed = columns
     for m in messages:
         error = m.error()
         if error is not None:
@@ -207,11 +210,12 @@ def _take(
         partitions.append(key[1])
         offsets.append(offset)
         values.append(m.value())
-        if header is not None:
-            found = m.headers()
-            named.append(found is not None and any(k == header for k, _ in found))
         if keys:
             record_keys.append(m.key())
+        if headers:
+            found = m.headers()
+            if found:  # most records have none: nothing more to do for them
+                headed.append((len(offsets) - 1, found))
         if offset == end:
             del ends[key]
 
@@ -244,8 +248,11 @@ def _rounds(ranges: Sequence[PartitionRange]) -> list[list[PartitionRange]]:
     return rounds
 
 
-def _batch(columns: tuple[list[Any], ...], column: str | None, keys: bool) -> pa.RecordBatch:
-    topics, partitions, offsets, values, named, record_keys = columns
+def _batch(columns: tuple[list[Any], ...], headers: Mapping[str, str], keys: bool) -> pa.RecordBatch:
+    """The columns read as a batch: topic, partition, offset, value, then `key` (with `keys`) and
+    for each of `headers` (column -> header key) the value of each record's first header of that
+    key (null: none)."""
+    topics, partitions, offsets, values, record_keys, headed = columns
     arrays = [
         pa.array(topics, pa.string()),
         pa.array(partitions, pa.int32()),
@@ -253,12 +260,15 @@ def _batch(columns: tuple[list[Any], ...], column: str | None, keys: bool) -> pa
         binary_array(values),
     ]
     names = ["topic", "partition", "offset", "value"]
-    if column is not None:
-        arrays.append(pa.array(named, pa.bool_()))
-        names.append(column)
     if keys:
         arrays.append(binary_array(record_keys))
         names.append("key")
+    for name, header in headers.items():
+        found: list[bytes | None] = [None] * len(offsets)
+        for row, pairs in headed:
+            found[row] = next((v for k, v in pairs if k == header), None)
+        arrays.append(pa.array(found, pa.binary()))
+        names.append(name)
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 

@@ -16,11 +16,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from icesink.kafka import wire
+from icesink.tasks import header_frames
 from icesink.tasks.carried_rows import TOMBSTONE
 from icesink.tasks.dead_letters import ENVELOPE, MAX_LETTERS, Letter, avro_letters, undecodable_letters
 from icesink.tasks.decode_avro import DirectAvro, EnvelopeLetter
 from icesink.tasks.shared_decode import decoded_once
-from icesink.tasks.table_out import NAMED, ORDER, REFUSED, TableOut
+from icesink.tasks.table_out import KEY_NAMED, NAMED, ORDER, REFUSED, TableOut
 
 
 def avro_records(batch: pa.RecordBatch, out: TableOut, i: int, decline: Any) -> None:
@@ -127,15 +128,18 @@ def avro_rows(out: TableOut, batch: pa.RecordBatch, letters: list[EnvelopeLetter
 
 
 def _with_key_structs(out: TableOut, batch: pa.RecordBatch) -> pa.RecordBatch | None:
-    """`batch` with its Avro record keys decoded into the key column's structs (null for a null
-    key), or None when one does not decode as Spark's path would (the table is declined)."""
+    """`batch` with its Avro record keys (framed, or named by id in a `__key_schema_id` header)
+    decoded into the key column's structs (null for a null key), or None when one does not
+    decode as Spark's path would (the table is declined)."""
     assert out.keys is not None
     assert out.table.key_column is not None
     raw = batch.column("key")
     present = pc.is_valid(raw)
     taken = raw.filter(present) if raw.null_count else raw
+    named = batch.column(KEY_NAMED) if KEY_NAMED in batch.schema.names else None
+    named = named.filter(present) if named is not None and raw.null_count else named
     order = pa.table({"i": pa.array(range(len(taken)), pa.int64())})
-    decoded = out.keys.decode(taken, carry=order)
+    decoded = out.keys.decode(taken, named, carry=order)
     if decoded is None:
         return None
     # Rows come a writer schema at a time: back in the records' order, then a null for each null key.
@@ -191,12 +195,16 @@ def _lettered(out: TableOut, i: int, letters: list[Letter], decline: Any) -> boo
 
 
 def new_frames(direct: DirectAvro, records: pa.RecordBatch) -> set[bytes]:
-    """The frames of `records` (Confluent-framed, not named in a header) that name none of the
-    writer schemas of `direct`: schemas the driver may look up, evolving the table, to
-    run the table again in one pass (batch/direct_rounds.py)."""
+    """The frames of `records` (Confluent-framed, or named by id in a header) that name none of
+    the writer schemas of `direct`: schemas the driver may look up, evolving the table, to run
+    the table again in one pass (batch/direct_rounds.py)."""
     values = records.column("value")
     if NAMED in records.schema.names:
-        values = values.filter(pc.invert(records.column(NAMED)))
+        headers = records.column(NAMED)
+        ids = header_frames.by_id(headers)
+        # A record named by id: its header is its frame. One named by GUID: none (a bare body).
+        by_guid = pc.and_(header_frames.named(headers), pc.invert(ids))
+        values = pc.if_else(ids, pc.cast(headers, values.type), values).filter(pc.invert(by_guid))
     framed = pc.and_(pc.is_valid(values), pc.greater_equal(pc.binary_length(values), wire.HEADER_SIZE))
     frames = pc.unique(pc.binary_slice(values.filter(framed), 0, wire.HEADER_SIZE)).to_pylist()
     known = {w.frame for w in direct.writers}

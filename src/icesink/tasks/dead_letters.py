@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from icesink.kafka import wire
 from icesink.schema.envelope import envelope_problem
+from icesink.tasks import header_frames
 from icesink.tasks.avro_bodies import undecodable
 
 
@@ -160,7 +161,7 @@ def avro_letters(batch: pa.RecordBatch, named: str, nulls: bool = True) -> tuple
     """An Avro table's records of `batch` split into those to decode and the letters of the
     others: a null value (an append table's; `nulls` false for a table of changes, where it is a
     tombstone), or one without the 5-byte frame that names no schema in a header (`named`: the
-    column saying whether a header names it; such a record is decoded, and declined)."""
+    column of each record's schema-id header; tasks/header_frames.py)."""
     values = batch.column("value")
     null = pc.is_null(values) if nulls else pa.array([False] * len(values), pa.bool_())
     framed = pc.and_(
@@ -169,7 +170,7 @@ def avro_letters(batch: pa.RecordBatch, named: str, nulls: bool = True) -> tuple
     )
     unframed = pc.invert(framed)
     if named in batch.schema.names:
-        unframed = pc.and_kleene(unframed, pc.invert(pc.fill_null(batch.column(named), False)))
+        unframed = pc.and_kleene(unframed, pc.invert(header_frames.named(batch.column(named))))
     bad = pc.or_(null, pc.fill_null(unframed, False))
     if not pc.any(bad).as_py():
         return batch, []
@@ -186,24 +187,37 @@ def undecodable_letters(
 ) -> tuple[pa.RecordBatch, list[Letter]]:  # fmt: skip
     """An Avro append table's framed records of `batch` split into the letters of those whose
     bodies Avro's Java reader cannot decode with their writer schema (`schemas`, by frame: Spark's
-    path's `AvroDecodeError`), and the others. Records named by a header (`named`) are not judged."""
-    values = batch.column("value").to_pylist()
-    headers = batch.column(named).to_pylist() if named in batch.schema.names else [None] * len(values)
-    bad = []
-    for value, header in zip(values, headers, strict=True):
-        schema = schemas.get(value[:5]) if value is not None and not header else None
-        bad.append(schema is not None and undecodable(schema, value[5:]))
+    path's `AvroDecodeError`), and the others: a record named by id in a header (`named`) by the
+    schema of that id, its whole value the body; one named by GUID is not judged."""
+    values = batch.column("value")
+    headers = batch.column(named) if named in batch.schema.names else pa.nulls(len(values), pa.binary())
+    ids, names = header_frames.by_id(headers).to_pylist(), header_frames.named(headers).to_pylist()
+    bad, frames = [], []
+    for value, header, by_id, by_name in zip(values.to_pylist(), headers.to_pylist(), ids, names, strict=True):
+        frame, body = _frame_and_body(value, header if by_id else None, by_name and not by_id)
+        schema = schemas.get(frame) if frame is not None else None
+        bad.append(schema is not None and undecodable(schema, body))
+        frames.append(frame)
     if not any(bad):
         return batch, []
     mask = pa.array(bad, pa.bool_())
     mine = batch.filter(mask)
-    coordinates = zip(*(mine.column(c).to_pylist() for c in ("topic", "partition", "offset", "value")), strict=True)
+    theirs = [f for f, b in zip(frames, bad, strict=True) if b]
+    coordinates = zip(*(mine.column(c).to_pylist() for c in ("topic", "partition", "offset")), theirs, strict=True)
     letters = [
-        Letter(t, p, o, "decode", "AvroDecodeError", f"body does not decode with writer schema {_schema_id(v)}")
-        for t, p, o, v in coordinates
+        Letter(t, p, o, "decode", "AvroDecodeError", f"body does not decode with writer schema {_schema_id(f)}")
+        for t, p, o, f in coordinates
     ]
     return batch.filter(pc.invert(mask)), letters
 
 
-def _schema_id(value: bytes) -> int:
-    return int.from_bytes(value[1:5], "big")
+def _frame_and_body(value: bytes | None, id_header: bytes | None, by_guid: bool) -> tuple[bytes | None, bytes]:
+    """A record's frame (None: none the tasks know) and body: the header's and the whole value
+    when a header names its schema by id, else the value's first 5 bytes and the rest."""
+    if value is None or by_guid:
+        return None, b""
+    return (id_header, value) if id_header is not None else (value[:5], value[5:])
+
+
+def _schema_id(frame: bytes) -> int:
+    return int.from_bytes(frame[1:5], "big")

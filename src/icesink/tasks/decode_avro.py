@@ -12,7 +12,8 @@ marker, so a misread record cannot pass for a good one: the marker check catches
 
 As tasks/decode_json.py, this takes a table's records only when they are beyond doubt the rows
 Spark's decoder would make: writer schemas the driver chose (batch/direct_avro.py), every record
-framed with one of them, every body decoding to its end, every union index (at any depth) and
+framed with one of them (or named by its id in a header: tasks/header_frames.py), every body
+decoding to its end, every union index (at any depth) and
 decimal valid, every Debezium semantic value converted exactly (tasks/semantic_values.py), every
 change event one Spark's path would take (tasks/envelope_rows.py; where the caller takes them, the
 events it makes dead letters of become letters, in its words). Anything else declines the
@@ -42,6 +43,7 @@ from icesink.tasks.avro_schemas import without_times
 from icesink.tasks.avro_unions import column_at, index_fields, indexes_as_read, is_checked, null_groups
 from icesink.tasks.decode_json import DeclinedValueError
 from icesink.tasks.envelope_rows import Envelope, envelope_rows, problems
+from icesink.tasks.header_frames import framed
 from icesink.tasks.semantic_values import Path, converted
 
 _FRAME = "__icesink_frame"
@@ -147,13 +149,16 @@ class AvroRows:
         letters: list[EnvelopeLetter] | None = None,
     ) -> pa.Table | None:  # fmt: skip
         """The records' rows in the table's columns, or None when any record is declined. `named`:
-        whether each record names its schema in a header (its body is unframed: declined).
+        each record's schema-id header (null: none; tasks/header_frames.py: one naming an id gives
+        the record its frame, one naming a GUID declines).
         `carry`: columns of the same records (their Kafka coordinates) put before the table's, row
         for row (the rows come a writer schema at a time, not in the records' order). `letters`:
         where the change events Spark's path makes dead letters of go, by the coordinates `carry`
         has (`topic`, `partition`, `offset`); without it, or them, such an event declines."""
-        if values.null_count or (named is not None and pc.any(named).as_py()):
+        framed_values = framed(values, named) if not values.null_count else None
+        if framed_values is None:
             return None
+        values = framed_values
         frames = pc.binary_slice(values, 0, wire.HEADER_SIZE)
         parts = []
         taken = 0

@@ -36,7 +36,7 @@ from icesink.tasks.decode_avro import DirectAvro
 from icesink.tasks.descriptors import DESCRIPTOR_DDL, DESCRIPTOR_FIELDS, descriptor_columns
 from icesink.tasks.json_records import json_records, json_values
 from icesink.tasks.route_judges import Judges, Judging, routing_blob
-from icesink.tasks.table_out import NAMED, DirectTable, TableOut, finish, flush_or_decline
+from icesink.tasks.table_out import DirectTable, TableOut, finish, flush_or_decline
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def _finished(
 
 def direct_fn(tables: Sequence[DirectTable], batch_id: int, judging: Judging | None = None):  # type: ignore[no-untyped-def]
     """The function handed to DataFrame.mapInArrow: records (topic, partition, offset, value, and
-    for Avro tables whether the schema is named in a header) in, one `DIRECT_DDL` row out per file
+    for Avro tables the schema-id header's value) in, one `DIRECT_DDL` row out per file
     written, and one per table declined (and with `judging`, one of the routing it found)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -203,7 +203,7 @@ def results(
 
 def reading_fn(  # type: ignore[no-untyped-def]
     tables: Sequence[DirectTable], batch_id: int, shares: list[list[PartitionRange]], settings: dict[str, Any],
-    header: str | None, judging: Judging | None = None,
+    headers: Mapping[str, str], judging: Judging | None = None,
 ):  # fmt: skip
     """`direct_fn` for tasks that read their share of the records from Kafka (one task a share, its
     index the task's one row). A share librdkafka does not read to its end declines every table
@@ -214,7 +214,7 @@ def reading_fn(  # type: ignore[no-untyped-def]
         mine = [i for b in tasks for i in b.column("id").to_pylist()]
         kafka = reader.RangeReader(settings)
         keys = any(t.key_column is not None for t in tables)
-        records = (batch for i in mine for batch in kafka.batches(shares[i], header, NAMED, keys))
+        records = (batch for i in mine for batch in kafka.batches(shares[i], headers, keys))
         try:
             yield from write(records)
         except reader.RangeReadError as e:

@@ -203,8 +203,8 @@ class Judges:
         return bool(self._avro)
 
     def batch(self, batch: pa.RecordBatch) -> None:
-        """The records of `batch` (topic, partition, offset, value; for Avro, whether a header
-        names the schema) of the judged topics."""
+        """The records of `batch` (topic, partition, offset, value; for Avro, the schema-id
+        header's value) of the judged topics."""
         topics = batch.column("topic")
         if self._avro:
             found = pc.unique(topics).to_pylist()

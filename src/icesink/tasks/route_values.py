@@ -27,7 +27,6 @@ from icesink.kafka import reader
 from icesink.model import PartitionRange, TableRef
 from icesink.routing import Route
 from icesink.tasks.route_judges import AvroTopic, Judges, TopicValues
-from icesink.tasks.table_out import NAMED
 from icesink.tasks.worker_imports import freeze_imports, keep_zip_directories
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,7 @@ def judged(
     avro: Mapping[str, AvroTopic] | None = None,
 ) -> dict[str, TopicValues]:  # fmt: skip
     """Each topic's values, letters and whether it is unsure, from records (topic, partition,
-    offset, value; for Avro, whether a header names the schema). `avro`: how each topic's Avro
+    offset, value; for Avro, the schema-id header's value). `avro`: how each topic's Avro
     records decode (else they are plain JSON)."""
     judges = Judges(routes, reserved, avro)
     for batch in batches:
@@ -54,7 +53,7 @@ def judged(
 
 def route_fn(  # type: ignore[no-untyped-def]
     routes: Mapping[str, Route], reserved: TableRef, shares: list[list[PartitionRange]], settings: dict[str, Any],
-    avro: Mapping[str, AvroTopic] | None = None, header: str | None = None,
+    avro: Mapping[str, AvroTopic] | None = None, headers: Mapping[str, str] | None = None,
 ):  # fmt: skip
     """The function handed to DataFrame.mapInArrow: a task's share indexes in, `ROUTE_DDL` rows out.
     A share librdkafka does not read to its end makes every topic unsure. `header`: the header
@@ -66,7 +65,7 @@ def route_fn(  # type: ignore[no-untyped-def]
         mine = [i for b in tasks for i in b.column("id").to_pylist()]
         kafka = reader.RangeReader(settings)
         try:
-            records = (b for i in mine for b in kafka.batches(shares[i], header, NAMED))
+            records = (b for i in mine for b in kafka.batches(shares[i], headers))
             found = judged(records, routes, reserved, avro)
         except reader.RangeReadError as e:
             log.warning("the routing pass could not read its records with librdkafka: %s", e)

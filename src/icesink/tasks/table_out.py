@@ -37,8 +37,10 @@ from icesink.tasks.shared_decode import decode_key
 
 # Rows a task gathers per table before Arrow takes them (bounds the Python lists it holds).
 _CHUNK_ROWS = 8192
-# The direct job's column saying whether an Avro record names its schema in a header.
+# The direct job's columns of an Avro record's first schema-id header of its value and of its key
+# (null: none; tasks/header_frames.py).
 NAMED = "__icesink_named_in_header"
+KEY_NAMED = "__icesink_key_named_in_header"
 # The Kafka coordinates that order a key's changes after `order_by` (changes.change_order).
 ORDER = ("topic", "partition", "offset")
 # What declines a table in a task: a value (decode_json.DECLINED), and a partition value the task
