@@ -26,6 +26,8 @@ records as JSON, and a keyed CDC stream (70% insert, 25% update, 5% delete over 
   icesink-avro-routed, icesink-json-routed
                          icesink-avro and -json routed by the field event_type into a table per
                          value (view, cart, purchase: dynamic routing), the tables' rows summed
+  icesink-avro-headers(-jvm)  icesink-avro's records as bare bodies, the schema id in a
+                         `__value_schema_id` header, one pass (and through Spark's from_avro)
   seed000                a pandas_udf calling confluent-kafka's AvroDeserializer(schema_str=None)
                          per row, appended each batch with Spark's Iceberg writer
                          (foreachBatch + writeTo().append())

@@ -17,14 +17,16 @@ PARTS = (
     "icesink-avro-nested-jvm", "icesink-avro-flat", "icesink-avro-flat-jvm", "icesink-json-flat",
     "icesink-json-flat-jvm", "icesink-cdc-bucket",
     "icesink-json-upsert", "icesink-debezium", "icesink-debezium-json", "icesink-avro-routed", "icesink-json-routed",
-    "seed000", "builtin", "builtin-json",
+    "icesink-avro-headers", "icesink-avro-headers-jvm", "seed000", "builtin", "builtin-json",
     "noop", "noop-debezium-json", "kc-sink", "kc-sink-days", "kc-sink-json", "icesink-avro-cold",
     "icesink-avro-days-cold", "icesink-json-cold", "freshness", "builtin-freshness", "freshness-debezium", "small",
     "memory", "sweep",
 )  # fmt: skip
 
 Kind = Literal["icesink", "seed000", "builtin", "noop", "kc-sink", "freshness", "builtin-freshness", "small"]
-Variant = Literal["avro", "json", "cdc", "debezium", "debezium-json", "avro-nested", "avro-grouped", "json-grouped"]
+Variant = Literal[
+    "avro", "json", "cdc", "debezium", "debezium-json", "avro-nested", "avro-grouped", "json-grouped", "avro-headers"
+]
 
 # part -> (how it runs, which topic it reads)
 CATCH_UP: dict[str, tuple[Kind, Variant]] = {
@@ -44,6 +46,9 @@ CATCH_UP: dict[str, tuple[Kind, Variant]] = {
     "icesink-debezium-json": ("icesink", "debezium-json"),
     "icesink-avro-routed": ("icesink", "avro"),
     "icesink-json-routed": ("icesink", "json"),
+    # icesink-avro's records with the schema id in a `__value_schema_id` header (bare bodies).
+    "icesink-avro-headers": ("icesink", "avro-headers"),
+    "icesink-avro-headers-jvm": ("icesink", "avro-headers"),
     "seed000": ("seed000", "avro"),
     "builtin": ("builtin", "avro"),
     "builtin-json": ("builtin", "json"),
@@ -92,6 +97,7 @@ DECODE: dict[str, dict[str, Any]] = {
     "icesink-avro-nested-jvm": {"direct_avro": False},
     "icesink-avro-flat-jvm": {"direct_avro": False},
     "icesink-json-flat-jvm": {"direct_json": False},
+    "icesink-avro-headers-jvm": {"direct_avro": False},
 }
 
 # The freshness runs at each input rate: (part, how it runs, trigger seconds, the records). icesink
@@ -181,6 +187,7 @@ class RunSpec:
         out += ["avro-nested"] if {"icesink-avro-nested", "icesink-avro-nested-jvm"} & set(self.parts) else []
         out += ["avro-grouped"] if {"icesink-avro-flat", "icesink-avro-flat-jvm"} & set(self.parts) else []
         out += ["json-grouped"] if {"icesink-json-flat", "icesink-json-flat-jvm"} & set(self.parts) else []
+        out += ["avro-headers"] if {"icesink-avro-headers", "icesink-avro-headers-jvm"} & set(self.parts) else []
         return out
 
 

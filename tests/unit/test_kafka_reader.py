@@ -109,3 +109,18 @@ def test_values_become_the_binary_array_arrows_builder_makes_large_or_small(monk
             assert got.equals(pa.array(values, pa.binary())), (threshold, values[:3])
             assert got.null_count == values.count(None)
             assert got.slice(1).to_pylist() == values[1:]
+
+
+def test_a_batch_holds_the_first_header_of_each_key_asked_for_and_null_where_there_is_none() -> None:
+    """As Spark's path takes the schema-id header (batch/decode/avro.py): the first of its key."""
+    headed = [
+        (0, [("__value_schema_id", b"\x00\x00\x00\x00\x07"), ("__value_schema_id", b"\x00\x00\x00\x00\x09")]),
+        (2, [("traceparent", b"t"), ("__key_schema_id", b"\x00\x00\x00\x00\x08"), ("__value_schema_id", None)]),
+    ]
+    columns = (["t"] * 3, [0] * 3, [5, 6, 7], [b"a", b"b", b"c"], [b"k", None, b"m"], headed)
+    batch = reader._batch(columns, {"v": "__value_schema_id", "k": "__key_schema_id"}, keys=True)
+    assert batch.schema.names == ["topic", "partition", "offset", "value", "key", "v", "k"]
+    assert batch.column("v").to_pylist() == [b"\x00\x00\x00\x00\x07", None, None]
+    assert batch.column("k").to_pylist() == [None, None, b"\x00\x00\x00\x00\x08"]
+    plain = reader._batch(columns, {}, keys=False)
+    assert plain.schema.names == ["topic", "partition", "offset", "value"]

@@ -263,12 +263,15 @@ def _batch(columns: tuple[list[Any], ...], headers: Mapping[str, str], keys: boo
     if keys:
         arrays.append(binary_array(record_keys))
         names.append("key")
-    for name, header in headers.items():
-        found: list[bytes | None] = [None] * len(offsets)
-        for row, pairs in headed:
-            found[row] = next((v for k, v in pairs if k == header), None)
-        arrays.append(pa.array(found, pa.binary()))
-        names.append(name)
+    wanted = {header: at for at, header in enumerate(headers.values())}
+    found: list[list[bytes | None]] = [[None] * len(offsets) for _ in wanted]
+    for row, pairs in headed:
+        for k, v in reversed(pairs):  # the first header of a key is written last: it wins
+            at = wanted.get(k)
+            if at is not None:
+                found[at][row] = v
+    arrays += [pa.array(values, pa.binary()) for values in found]
+    names += list(headers)
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
