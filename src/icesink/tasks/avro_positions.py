@@ -60,9 +60,15 @@ def indexes_placed(
     offsets = np.frombuffer(values.buffers()[1], dtype=np.int64 if width == 8 else np.int32)
     starts = offsets[values.offset : values.offset + n].astype(np.int64) + wire.HEADER_SIZE
     data = np.frombuffer(values.buffers()[2], dtype=np.uint8)
+    every = placed.all()
     for at, want, present in walk.indexes:
-        where = present & placed  # only there is each index inside its record, where computed
-        if not np.array_equal(data[(starts + at)[where]], want[where]):
+        # Only where a record is placed is each index inside it, where computed.
+        where = present if every else present & placed
+        if where.all():  # a union of every record (a record's first fields): no mask to apply
+            found, wanted = data[starts + at], want
+        else:
+            found, wanted = data[(starts + at)[where]], want[where]
+        if not np.array_equal(found, wanted):
             return True, ~placed
     return False, ~placed
 
@@ -153,8 +159,16 @@ def _zigzag(v: np.ndarray) -> np.ndarray:
 
 
 def _varint_bytes(zigzag: np.ndarray) -> np.ndarray:
-    found: np.ndarray = np.searchsorted(_VARINT_BOUNDS, zigzag, side="right")
-    return found + 1
+    """Each varint's bytes: one, and one more for each bound it reaches. Only the bounds below the
+    greatest value are compared: lengths and small ints take one or two passes (searchsorted took
+    3-16x as long: 0.8 ms for 150,000 values, ~140 fields of a Debezium event's)."""
+    out = np.ones(len(zigzag), dtype=np.int64)
+    top = int(zigzag.max()) if len(zigzag) else 0
+    for bound in _VARINT_BOUNDS:
+        if top < bound:
+            break
+        out += zigzag >= bound
+    return out
 
 
 def _decimal_bytes(array: pa.Array) -> np.ndarray:
