@@ -33,7 +33,10 @@ def _column(decoded: pa.Table, name: str) -> pa.Array | None:
     if name not in decoded.column_names:
         return None
     column = decoded.column(name)
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if not isinstance(column, pa.ChunkedArray):
+        return column
+    # One chunk (polars' read) as it is: combine_chunks copies it (15 ms for 150,000 events' images).
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def problems(decoded: pa.Table) -> pa.Array | None:
