@@ -365,12 +365,14 @@ def test_a_record_naming_its_schema_by_id_in_a_header_is_taken_as_if_framed() ->
     ("headers", "why"),
     [
         ([None, b"\x01" + bytes(16)], "named by its GUID: the tasks know their schemas by id"),
+        ([b"\x01" + bytes(16), None], "framed, and named by a GUID: the GUID's schema reads the whole value"),
         ([None, wire.id_key(9)], "an id the table was not planned with"),
         ([None, b"\x00\x00\x01"], "a header of another shape: the value's own frame counts, and it is data"),
     ],
 )
 def test_a_bare_body_it_cannot_place_is_declined(headers: list[bytes | None], why: str) -> None:
-    assert decode([GOOD, GOOD[5:]], headers) is None, why
+    values = [GOOD, GOOD[5:]] if headers[1] is not None else [GOOD, GOOD]
+    assert decode(values, headers) is None, why
 
 
 def test_the_widest_decimal_that_fits_is_taken() -> None:

@@ -116,6 +116,7 @@ def test_a_batch_holds_the_first_header_of_each_key_asked_for_and_null_where_the
     headed = [
         (0, [("__value_schema_id", b"\x00\x00\x00\x00\x07"), ("__value_schema_id", b"\x00\x00\x00\x00\x09")]),
         (2, [("traceparent", b"t"), ("__key_schema_id", b"\x00\x00\x00\x00\x08"), ("__value_schema_id", None)]),
+        (1, [("__key_schema_id", None), ("__key_schema_id", b"\x00\x00\x00\x00\x08")]),  # the first: null
     ]
     columns = (["t"] * 3, [0] * 3, [5, 6, 7], [b"a", b"b", b"c"], [b"k", None, b"m"], headed)
     batch = reader._batch(columns, {"v": "__value_schema_id", "k": "__key_schema_id"}, keys=True)
@@ -124,3 +125,43 @@ def test_a_batch_holds_the_first_header_of_each_key_asked_for_and_null_where_the
     assert batch.column("k").to_pylist() == [None, None, b"\x00\x00\x00\x00\x08"]
     plain = reader._batch(columns, {}, keys=False)
     assert plain.schema.names == ["topic", "partition", "offset", "value"]
+
+
+class _Message:
+    def __init__(self, topic: str, partition: int, offset: int, headers: list[tuple[str, bytes]] | None) -> None:
+        self._at, self._headers = (topic, partition, offset), headers
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self._at[0]
+
+    def partition(self) -> int:
+        return self._at[1]
+
+    def offset(self) -> int:
+        return self._at[2]
+
+    def value(self) -> bytes:
+        return b"v%d" % self._at[2]
+
+    def key(self) -> bytes:
+        return b"k"
+
+    def headers(self) -> list[tuple[str, bytes]] | None:
+        return self._headers
+
+
+def test_headers_stay_with_their_record_when_others_are_skipped_out_of_range() -> None:
+    """A message past its range's end is skipped: the headers of those kept are at their rows."""
+    h = [("__value_schema_id", b"\x00\x00\x00\x00\x07")]
+    messages = [_Message("a", 0, 5, None), _Message("b", 0, 9, h), _Message("a", 0, 6, h), _Message("a", 0, 7, h),
+                _Message("a", 0, 8, None)]  # fmt: skip
+    nexts, ends = {("a", 0): 5, ("b", 0): 3}, {("a", 0): 7, ("b", 0): 3}
+    columns: tuple[list[Any], ...] = ([], [], [], [], [], [])
+    reader._take(messages, nexts, ends, columns, True, keys=True)
+    batch = reader._batch(columns, {"v": "__value_schema_id"}, keys=True)
+    assert batch.column("offset").to_pylist() == [5, 6, 7]
+    assert batch.column("v").to_pylist() == [None, h[0][1], h[0][1]]
+    assert ends == {}, "both ranges done: b's message was past its end, a's last offset was read"

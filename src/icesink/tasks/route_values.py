@@ -56,8 +56,8 @@ def route_fn(  # type: ignore[no-untyped-def]
     avro: Mapping[str, AvroTopic] | None = None, headers: Mapping[str, str] | None = None,
 ):  # fmt: skip
     """The function handed to DataFrame.mapInArrow: a task's share indexes in, `ROUTE_DDL` rows out.
-    A share librdkafka does not read to its end makes every topic unsure. `header`: the header
-    that names an Avro record's schema."""
+    A share librdkafka does not read to its end makes every topic unsure. `headers`: the schema-id
+    headers the reader keeps, by column (batch/direct_avro.header_columns)."""
 
     def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         keep_zip_directories()
