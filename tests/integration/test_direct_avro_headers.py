@@ -20,7 +20,7 @@ from dev.kit.scenario import CATALOG, Scenario
 from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.cli import run_cli
-from tests.support.jobs import timed_run
+from tests.support.jobs import one_pass, timed_run
 from tests.support.spark import dead_letters, snapshots, table_offsets
 from tests.support.values import avro_config, avro_keys, avro_values
 
@@ -37,7 +37,6 @@ SCHEMA: dict[str, Any] = {
         {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
     ],
 }
-SPARK_STEPS = {"decode", "prepare", "write"}
 
 
 def payment(i: int) -> dict[str, Any]:
@@ -67,11 +66,6 @@ def send(topic: str, first: int, n: int) -> list[int]:
     producer.produce(topic, key=keys[1], value=framed[1][5:], headers=[(HEADER, b"\x00\x00\x01")], partition=1)
     assert producer.flush(30) == 0
     return list(range(first, first + n))
-
-
-def one_pass(timings: list[BatchTimings]) -> list[tuple[bool, list[str]]]:
-    """Per batch: whether it took the one-pass job, and the steps of Spark's path it ran (none)."""
-    return [("direct" in t.steps, sorted(SPARK_STEPS & set(t.steps))) for t in timings]
 
 
 @pytest.mark.faults

@@ -22,19 +22,12 @@ from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support.baskets import BASKET, basket
 from tests.support.cli import run_cli
-from tests.support.jobs import timed_run
+from tests.support.jobs import one_pass, timed_run
 from tests.support.spark import partitions, snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values
 
 pytestmark = [pytest.mark.slow]
-
-SPARK_STEPS = {"decode", "prepare", "write"}
-
-
-def one_pass(timings: list[BatchTimings]) -> list[tuple[bool, list[str]]]:
-    """Per batch: whether it took the one-pass job, and the steps of Spark's path it ran (none)."""
-    return [("direct" in t.steps, sorted(SPARK_STEPS & set(t.steps))) for t in timings]
 
 
 @pytest.mark.trino

@@ -19,6 +19,7 @@ from icesink.runtime import faults
 from icesink.runtime.timings import BatchTimings
 from tests.support import jobs
 from tests.support.cli import run_cli
+from tests.support.jobs import one_pass
 from tests.support.spark import snapshots, table_offsets
 from tests.support.trino import trino_rows
 from tests.support.values import avro_config, avro_values
@@ -68,11 +69,6 @@ def record(i: int, version: int) -> dict[str, Any]:
 def timed_run(spark: SparkSession, scenario: Scenario, settings: dict[str, Any]) -> list[BatchTimings]:
     """The job run once (available-now) with `settings`; its batches' timings."""
     return jobs.timed_run(spark, scenario.config(**settings))
-
-
-def one_pass(timings: list[BatchTimings]) -> list[tuple[bool, list[str]]]:
-    """Per batch: whether it took the one-pass job, and the steps of Spark's path it ran (none)."""
-    return [("direct" in t.steps, sorted({"decode", "prepare", "write"} & set(t.steps))) for t in timings]
 
 
 @pytest.mark.trino
