@@ -270,7 +270,7 @@ def _batch(columns: tuple[list[Any], ...], headers: Mapping[str, str], keys: boo
             at = wanted.get(k)
             if at is not None:
                 found[at][row] = v
-    arrays += [pa.array(values, pa.binary()) for values in found]
+    arrays += [pa.array(column, pa.binary()) for column in found]
     names += list(headers)
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
