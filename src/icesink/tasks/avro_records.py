@@ -201,10 +201,9 @@ def new_frames(direct: DirectAvro, records: pa.RecordBatch) -> set[bytes]:
     values = records.column("value")
     if NAMED in records.schema.names:
         headers = records.column(NAMED)
-        ids = header_frames.by_id(headers)
         # A record named by id: its header is its frame. One named by GUID: none (a bare body).
-        by_guid = pc.and_(header_frames.named(headers), pc.invert(ids))
-        values = pc.if_else(ids, pc.cast(headers, values.type), values).filter(pc.invert(by_guid))
+        values = pc.if_else(header_frames.by_id(headers), pc.cast(headers, values.type), values)
+        values = values.filter(pc.invert(header_frames.by_guid(headers)))
     framed = pc.and_(pc.is_valid(values), pc.greater_equal(pc.binary_length(values), wire.HEADER_SIZE))
     frames = pc.unique(pc.binary_slice(values.filter(framed), 0, wire.HEADER_SIZE)).to_pylist()
     known = {w.frame for w in direct.writers}

@@ -191,10 +191,10 @@ def undecodable_letters(
     schema of that id, its whole value the body; one named by GUID is not judged."""
     values = batch.column("value")
     headers = batch.column(named) if named in batch.schema.names else pa.nulls(len(values), pa.binary())
-    ids, names = header_frames.by_id(headers).to_pylist(), header_frames.named(headers).to_pylist()
+    ids, guids = header_frames.by_id(headers).to_pylist(), header_frames.by_guid(headers).to_pylist()
     bad, frames = [], []
-    for value, header, by_id, by_name in zip(values.to_pylist(), headers.to_pylist(), ids, names, strict=True):
-        frame, body = _frame_and_body(value, header if by_id else None, by_name and not by_id)
+    for value, header, by_id, by_guid in zip(values.to_pylist(), headers.to_pylist(), ids, guids, strict=True):
+        frame, body = _frame_and_body(value, header if by_id else None, by_guid)
         schema = schemas.get(frame) if frame is not None else None
         bad.append(schema is not None and undecodable(schema, body))
         frames.append(frame)

@@ -30,9 +30,14 @@ def by_id(headers: pa.Array) -> pa.Array:
     return _shaped(headers, wire.HEADER_SIZE, _ID)
 
 
+def by_guid(headers: pa.Array) -> pa.Array:
+    """Whether each record's header names its schema by GUID (0x01 + 16 bytes)."""
+    return _shaped(headers, wire.GUID_HEADER_SIZE, _GUID)
+
+
 def named(headers: pa.Array) -> pa.Array:
     """Whether each record's header names its schema (by id or by GUID): its value is a bare body."""
-    return pc.or_(by_id(headers), _shaped(headers, wire.GUID_HEADER_SIZE, _GUID))
+    return pc.or_(by_id(headers), by_guid(headers))
 
 
 def framed(values: pa.Array, headers: pa.Array | None) -> pa.Array | None:
@@ -41,9 +46,9 @@ def framed(values: pa.Array, headers: pa.Array | None) -> pa.Array | None:
     header (null: none)."""
     if headers is None or headers.null_count == len(headers):
         return values
-    ids = by_id(headers)
-    if pc.any(pc.and_(named(headers), pc.invert(ids))).as_py():
+    if pc.any(by_guid(headers)).as_py():
         return None
+    ids = by_id(headers)
     if not pc.any(ids).as_py():
         return values
     # binary_join_element_wise with an empty separator: the header's bytes, then the body's.
